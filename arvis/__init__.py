@@ -1,0 +1,3 @@
+"""ARVIS: durable effect governance for AI agents."""
+
+__version__ = "0.1.0"

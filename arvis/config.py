@@ -1,0 +1,116 @@
+"""Settings: the ``ARVIS_`` environment and the optional ``arvis.toml``.
+
+The environment says where things are (database, data directory, config file);
+``arvis.toml`` says what the deployment governs (tools, policy, provider). Each
+subsystem validates its own section of the file with its own model, so this
+module stays ignorant of tools, policies and providers.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from arvis.domain.errors import ConfigurationError
+
+
+class Environment(StrEnum):
+    DEVELOPMENT = "development"
+    PRODUCTION = "production"
+
+
+class Settings(BaseSettings):
+    """Process settings, read from ``ARVIS_*`` environment variables."""
+
+    model_config = SettingsConfigDict(env_prefix="ARVIS_", extra="ignore", frozen=True)
+
+    database_url: str | None = None
+    """PostgreSQL URL. Unset: start the embedded PostgreSQL in ``data_dir/pgdata``."""
+    data_dir: Path = Path("./.arvis")
+    """Where the embedded database, the tool sandbox and local state live."""
+    config: Path | None = None
+    """Path of ``arvis.toml``. Unset: ``./arvis.toml`` when it exists."""
+    env: Environment = Environment.DEVELOPMENT
+    """``production`` refuses anonymous and development identities."""
+    instance_id: str | None = None
+    """Name of this instance's heartbeat lease; generated when unset."""
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
+    """Largest request body the HTTP API accepts."""
+    request_timeout_s: float = Field(default=30.0, gt=0, le=600)
+    """Deadline for one HTTP request, tool dispatch included."""
+    tool_timeout_s: float = Field(default=20.0, gt=0, le=600)
+    """Default deadline for one tool dispatch."""
+    log_level: str = "INFO"
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url_is_postgres(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        if not value.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
+            raise ValueError("must be a postgresql:// URL")
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        level = value.upper()
+        if level not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
+            raise ValueError("must be DEBUG, INFO, WARNING or ERROR")
+        return level
+
+    @property
+    def sandbox_dir(self) -> Path:
+        return self.data_dir / "sandbox"
+
+    @property
+    def config_path(self) -> Path | None:
+        if self.config is not None:
+            return self.config
+        default = Path("arvis.toml")
+        return default if default.is_file() else None
+
+
+class FileConfig(BaseModel):
+    """The sections of ``arvis.toml``, each left raw for its owner to validate."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tools: dict[str, Any] = Field(default_factory=dict)
+    policy: dict[str, Any] = Field(default_factory=dict)
+    provider: dict[str, Any] = Field(default_factory=dict)
+    confirmations: dict[str, Any] = Field(default_factory=dict)
+
+
+def load_settings() -> Settings:
+    """Read the environment; a bad value stops start-up with one line naming it."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = "ARVIS_" + str(first["loc"][0]).upper() if first["loc"] else "ARVIS_*"
+        raise ConfigurationError(f"{name}: {first['msg']}") from None
+
+
+def load_file_config(settings: Settings) -> FileConfig:
+    """Read ``arvis.toml`` when there is one; a broken file stops start-up."""
+    path = settings.config_path
+    if path is None:
+        return FileConfig()
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigurationError(f"ARVIS_CONFIG: {path} does not exist") from None
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigurationError(f"{path}: {exc}") from None
+    try:
+        return FileConfig.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise ConfigurationError(f"{path}: [{where}] {first['msg']}") from None
