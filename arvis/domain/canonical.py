@@ -49,9 +49,10 @@ def canonical_bytes(value: Any) -> bytes:
     """The RFC 8785 serialisation of an already checked JSON value."""
     try:
         return rfc8785.dumps(value)
-    except rfc8785.CanonicalizationError as exc:  # pragma: no cover - check_json runs first
+    except rfc8785.CanonicalizationError as exc:  # e.g. a lone surrogate in a string
         raise PayloadError(str(exc)) from exc
 
 
 def sha256_hex(data: bytes) -> str:
+    """Lowercase hex SHA-256 of ``data``."""
     return hashlib.sha256(data).hexdigest()

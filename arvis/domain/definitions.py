@@ -82,13 +82,15 @@ class ToolDefinition:
         try:
             effect = Effect(effect)
         except ValueError:
-            raise DefinitionError(name, f"effect must be one of {[e.value for e in Effect]}")
+            raise DefinitionError(
+                name, f"effect must be one of {[e.value for e in Effect]}"
+            ) from None
         try:
             replay_safety = ReplaySafety(replay_safety)
         except ValueError:
             raise DefinitionError(
                 name, f"replay_safety must be one of {[r.value for r in ReplaySafety]}"
-            )
+            ) from None
         schema_bytes = _check_schema(name, input_schema)
         tags = _normalise_capabilities(name, capabilities)
         _check_contradictions(name, effect, replay_safety, tags)
@@ -217,6 +219,7 @@ def _check_contradictions(
             )
     elif replay_safety is ReplaySafety.SAFE:
         raise DefinitionError(
-            name, "replay_safety 'safe' is for read_only tools; a mutating tool is "
-            "'idempotent' or 'unsafe'"
+            name,
+            "replay_safety 'safe' is for read_only tools; a mutating tool is "
+            "'idempotent' or 'unsafe'",
         )

@@ -1,0 +1,27 @@
+"""Effect boundaries (DESIGN §1): every journaled result carries exactly one."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class EffectBoundary(StrEnum):
+    """How far an effect got. Values equal names so logs, rows and JSON agree."""
+
+    PRE_EFFECT_REFUSAL = "PRE_EFFECT_REFUSAL"
+    """Refused at admission; nothing was minted or run."""
+    EFFECT_NOT_STARTED = "EFFECT_NOT_STARTED"
+    """Dispatched, but the effect provably did not start."""
+    EFFECT_STARTED = "EFFECT_STARTED"
+    """The effect started; its end was not observed."""
+    EFFECT_COMPLETED = "EFFECT_COMPLETED"
+    """The tool returned a result (a problem result is still a completed outcome)."""
+    EFFECT_FAILED = "EFFECT_FAILED"
+    """The effect started and the tool reported a typed failure."""
+    EFFECT_STATE_UNKNOWN = "EFFECT_STATE_UNKNOWN"
+    """Nobody can say whether the effect happened (deadline, crash, lost journal)."""
+
+    @property
+    def retry_is_free(self) -> bool:
+        """True when a retry cannot repeat an effect: nothing started."""
+        return self in (EffectBoundary.PRE_EFFECT_REFUSAL, EffectBoundary.EFFECT_NOT_STARTED)
