@@ -1,0 +1,44 @@
+# Two commands for a newcomer: `make run` and `make test`. Everything else is detail.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: install run test lint typecheck pytest test-db clean
+
+$(PY):
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "ARVIS needs Python 3.11 or newer"'
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+## run: install, migrate, and serve on the embedded PostgreSQL with the built-in tools
+run: install
+	$(VENV)/bin/arvis quickstart --host $(HOST) --port $(PORT)
+
+## test: lint, format check, strict type check, then the whole suite
+test: lint typecheck pytest
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: install
+	$(VENV)/bin/mypy --strict arvis
+
+pytest: install
+	$(VENV)/bin/pytest -q
+
+## test-db: the database tests again (CI sets ARVIS_TEST_DATABASE_URL for a second server)
+test-db: install
+	$(VENV)/bin/pytest -q tests/integration tests/e2e
+
+clean:
+	rm -rf $(VENV) .arvis .mypy_cache .pytest_cache .ruff_cache

@@ -1,0 +1,3 @@
+from arvis.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""HTTP adapter: the FastAPI app, routes, identity and problem responses."""

@@ -1,0 +1,1 @@
+"""PostgreSQL adapter: tables, repositories, the unit of work, embedded PostgreSQL."""

@@ -1,0 +1,75 @@
+"""SQLSTATE classes mapped to domain errors. Nothing above ``store/`` sees
+``sqlalchemy.exc``."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from sqlalchemy import exc as sa_exc
+
+from arvis.domain.errors import ArvisError
+
+
+class StoreError(ArvisError):
+    code: ClassVar[str] = "store_error"
+
+
+class StoreUnavailable(StoreError):
+    """PostgreSQL cannot be reached or refuses connections right now."""
+
+    code = "store_unavailable"
+
+
+class SerializationConflict(StoreError):
+    code = "serialization_conflict"
+
+
+class IntegrityConflict(StoreError):
+    """A constraint refused the write; ``constraint`` names which."""
+
+    code = "integrity_conflict"
+
+    def __init__(self, message: str, constraint: str | None) -> None:
+        super().__init__(message)
+        self.constraint = constraint
+
+
+class SchemaNotReady(StoreError):
+    """The database is not at the revision this code expects."""
+
+    code = "schema_not_ready"
+
+
+# Connection exceptions (08), insufficient resources (53), operator intervention (57).
+RETRYABLE_CLASSES = ("08", "53", "57")
+
+
+def sqlstate_of(error: BaseException) -> str | None:
+    orig = getattr(error, "orig", None)
+    state = getattr(orig, "sqlstate", None)
+    return state if isinstance(state, str) else None
+
+
+def translate(error: BaseException) -> StoreError | None:
+    """The domain error for a database exception, or None when it is not one."""
+    if not isinstance(error, sa_exc.DBAPIError | sa_exc.TimeoutError | OSError):
+        return None
+    state = sqlstate_of(error)
+    if isinstance(error, sa_exc.TimeoutError | OSError) or (
+        isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated
+    ):
+        return StoreUnavailable("the database is unreachable")
+    if state is None:
+        # psycopg raises OperationalError without a SQLSTATE when it cannot connect.
+        if isinstance(error, sa_exc.OperationalError | sa_exc.InterfaceError):
+            return StoreUnavailable("the database is unreachable")
+        return None
+    if state[:2] in RETRYABLE_CLASSES:
+        return StoreUnavailable(f"the database is unavailable (SQLSTATE {state})")
+    if state in ("40001", "40P01"):
+        return SerializationConflict(f"transaction conflict (SQLSTATE {state})")
+    if state[:2] == "23":
+        diag = getattr(getattr(error, "orig", None), "diag", None)
+        constraint = getattr(diag, "constraint_name", None)
+        return IntegrityConflict(f"constraint {constraint} refused the write", constraint)
+    return None

@@ -1,0 +1,82 @@
+"""Schema revisions: upgrade, inspect, and refuse to run on the wrong one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, text
+
+from arvis.store.engine import create_sync_engine, driver_url
+from arvis.store.errors import SchemaNotReady
+
+MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+
+
+def alembic_config(url: str) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    # ConfigParser interpolation would choke on a '%' in a password.
+    config.set_main_option("sqlalchemy.url", driver_url(url).replace("%", "%%"))
+    return config
+
+
+def head_revision() -> str:
+    script = ScriptDirectory.from_config(alembic_config("postgresql://localhost/x"))
+    head = script.get_current_head()
+    assert head is not None
+    return head
+
+
+def current_revision(connection: Connection) -> str | None:
+    return MigrationContext.configure(connection).get_current_revision()
+
+
+def upgrade(url: str, revision: str = "head") -> tuple[str | None, str]:
+    """Bring the database to ``revision``; return (before, after). Idempotent."""
+    engine = create_sync_engine(url)
+    try:
+        with engine.connect() as conn:
+            before = current_revision(conn)
+        command.upgrade(alembic_config(url), revision)
+        with engine.connect() as conn:
+            after = current_revision(conn)
+    finally:
+        engine.dispose()
+    assert after is not None
+    return before, after
+
+
+def downgrade(url: str, revision: str = "base") -> None:
+    command.downgrade(alembic_config(url), revision)
+
+
+def check_revision(connection: Connection) -> str:
+    """The database's revision if it is exactly this code's head, else SchemaNotReady."""
+    current = current_revision(connection)
+    head = head_revision()
+    if current is None:
+        raise SchemaNotReady("the database has no ARVIS schema; run `arvis migrate` first")
+    if current != head:
+        script = ScriptDirectory.from_config(alembic_config("postgresql://localhost/x"))
+        known = {rev.revision for rev in script.walk_revisions()}
+        if current not in known:
+            raise SchemaNotReady(
+                f"the database is at revision {current}, newer than this code ({head}); "
+                "upgrade ARVIS before starting it against this database"
+            )
+        raise SchemaNotReady(
+            f"the database is at revision {current}, this code needs {head}; run `arvis migrate`"
+        )
+    return current
+
+
+def store_fingerprint(connection: Connection, revision: str) -> str:
+    """DESIGN §5: the database's system identifier plus the schema revision."""
+    system_id = connection.execute(
+        text("SELECT system_identifier::text FROM pg_control_system()")
+    ).scalar_one()
+    return f"{system_id}:{revision}"

@@ -1,0 +1,280 @@
+"""The lifecycle schema (DESIGN §1, §5) as SQLAlchemy Core tables.
+
+Invariants live in the schema wherever PostgreSQL can carry them: every
+tenant-owned row has ``tenant_id`` in its key, states are CHECKed, one
+idempotency key has at most one unsettled attempt, and a run's journal
+positions are unique. The alembic revisions are the source of truth for the
+database; this module must match them (a test runs autogenerate and expects
+no differences).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    DateTime,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    Sequence,
+    Table,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+BOUNDARIES = (
+    "PRE_EFFECT_REFUSAL",
+    "EFFECT_NOT_STARTED",
+    "EFFECT_STARTED",
+    "EFFECT_COMPLETED",
+    "EFFECT_FAILED",
+    "EFFECT_STATE_UNKNOWN",
+)
+CAPABILITY_STATES = ("MINTED", "ACTIVE", "CONSUMED", "REVOKED")
+CONFIRMATION_STATES = ("PENDING", "APPROVED", "RESERVED", "CONSUMED", "DENIED", "EXPIRED")
+JOURNAL_KINDS = ("execution", "refusal", "recovery", "confirmation")
+ROLES = ("agent", "approver", "auditor", "admin")
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+def _tenant_check() -> CheckConstraint:
+    return CheckConstraint("tenant_id <> ''", name="tenant_present")
+
+
+receipt_positions = Sequence("receipt_position_seq", metadata=metadata)
+
+tool_plans = Table(
+    "tool_plans",
+    metadata,
+    Column("tenant_id", Text, nullable=False),
+    Column("plan_id", Text, nullable=False),
+    Column("definitions", JSONB, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    PrimaryKeyConstraint("tenant_id", "plan_id"),
+    _tenant_check(),
+)
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("tenant_id", Text, nullable=False),
+    Column("run_id", Text, nullable=False),
+    Column("plan_id", Text, nullable=False),
+    Column("journal_length", BigInteger, nullable=False, server_default=text("0")),
+    Column("journal_head", Text, nullable=False),
+    Column("audit_incomplete", Boolean, nullable=False, server_default=text("false")),
+    Column("audit_incomplete_reason", Text),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    PrimaryKeyConstraint("tenant_id", "run_id"),
+    ForeignKeyConstraint(["tenant_id", "plan_id"], ["tool_plans.tenant_id", "tool_plans.plan_id"]),
+    _tenant_check(),
+    CheckConstraint("journal_length >= 0", name="journal_length_natural"),
+)
+
+# One row per idempotency key: the logical action and the latest attempt's outcome.
+# Admission reads this one row to apply the DESIGN §4 retry table.
+actions = Table(
+    "actions",
+    metadata,
+    Column("tenant_id", Text, nullable=False),
+    Column("idempotency_key", Text, nullable=False),
+    Column("run_id", Text, nullable=False),
+    Column("causal_id", Text, nullable=False),
+    Column("tool", Text, nullable=False),
+    Column("payload_digest", Text, nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("in_flight", Boolean, nullable=False),
+    Column("last_boundary", Text),
+    Column("last_retryable", Boolean),
+    Column("last_position", BigInteger),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    PrimaryKeyConstraint("tenant_id", "idempotency_key"),
+    # One causal id names one decision for ever (DESIGN §4, causal_id_conflict).
+    UniqueConstraint("tenant_id", "run_id", "causal_id"),
+    ForeignKeyConstraint(["tenant_id", "run_id"], ["runs.tenant_id", "runs.run_id"]),
+    _tenant_check(),
+    CheckConstraint("attempts >= 0", name="attempts_natural"),
+    CheckConstraint(
+        f"last_boundary IS NULL OR {_in('last_boundary', BOUNDARIES)}", name="last_boundary_known"
+    ),
+)
+
+capabilities = Table(
+    "capabilities",
+    metadata,
+    Column("tenant_id", Text, nullable=False),
+    Column("capability_id", Text, nullable=False),
+    Column("run_id", Text, nullable=False),
+    Column("idempotency_key", Text, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("manager_id", Text, nullable=False),
+    Column("state", Text, nullable=False),
+    Column("revoke_reason", Text),
+    Column("minted_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    PrimaryKeyConstraint("tenant_id", "capability_id"),
+    UniqueConstraint("tenant_id", "idempotency_key", "attempt"),
+    ForeignKeyConstraint(
+        ["tenant_id", "idempotency_key"], ["actions.tenant_id", "actions.idempotency_key"]
+    ),
+    _tenant_check(),
+    CheckConstraint(_in("state", CAPABILITY_STATES), name="state_known"),
+)
+
+# The outbox: committed before dispatch, settled by the journal transaction or recovery.
+intents = Table(
+    "intents",
+    metadata,
+    Column("tenant_id", Text, nullable=False),
+    Column("intent_id", Text, nullable=False),
+    Column("run_id", Text, nullable=False),
+    Column("causal_id", Text, nullable=False),
+    Column("idempotency_key", Text, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("tool", Text, nullable=False),
+    Column("plan_id", Text, nullable=False),
+    Column("payload", JSONB, nullable=False),
+    Column("payload_digest", Text, nullable=False),
+    Column("capability_id", Text, nullable=False),
+    Column("commitment", Text, nullable=False),
+    Column("receipt_position", BigInteger, nullable=False),
+    Column("context", JSONB, nullable=False),
+    Column("instance_id", Text, nullable=False),
+    Column("confirmation_id", Text),
+    Column("settled", Boolean, nullable=False, server_default=text("false")),
+    Column("boundary", Text),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("settled_at", DateTime(timezone=True)),
+    PrimaryKeyConstraint("tenant_id", "intent_id"),
+    UniqueConstraint("tenant_id", "idempotency_key", "attempt"),
+    UniqueConstraint("receipt_position"),
+    ForeignKeyConstraint(
+        ["tenant_id", "capability_id"], ["capabilities.tenant_id", "capabilities.capability_id"]
+    ),
+    ForeignKeyConstraint(["tenant_id", "run_id"], ["runs.tenant_id", "runs.run_id"]),
+    _tenant_check(),
+    CheckConstraint(f"boundary IS NULL OR {_in('boundary', BOUNDARIES)}", name="boundary_known"),
+    CheckConstraint("settled = (settled_at IS NOT NULL)", name="settled_has_time"),
+    # At most one attempt of a logical action is ever in flight.
+    Index(
+        "uq_intents_one_unsettled_attempt",
+        "tenant_id",
+        "idempotency_key",
+        unique=True,
+        postgresql_where=text("NOT settled"),
+    ),
+    # The recovery sweeper's scan: unsettled intents by owner.
+    Index("ix_intents_unsettled_owner", "instance_id", postgresql_where=text("NOT settled")),
+)
+
+confirmations = Table(
+    "confirmations",
+    metadata,
+    Column("tenant_id", Text, nullable=False),
+    Column("confirmation_id", Text, nullable=False),
+    Column("run_id", Text, nullable=False),
+    Column("causal_id", Text, nullable=False),
+    Column("idempotency_key", Text, nullable=False),
+    Column("tool", Text, nullable=False),
+    Column("payload_digest", Text, nullable=False),
+    Column("payload", JSONB, nullable=False),
+    Column("state", Text, nullable=False),
+    Column("context", JSONB, nullable=False),
+    Column("decided_by", Text),
+    Column("decision_reason", Text),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    PrimaryKeyConstraint("tenant_id", "confirmation_id"),
+    UniqueConstraint("tenant_id", "idempotency_key"),
+    ForeignKeyConstraint(["tenant_id", "run_id"], ["runs.tenant_id", "runs.run_id"]),
+    _tenant_check(),
+    CheckConstraint(_in("state", CONFIRMATION_STATES), name="state_known"),
+    Index("ix_confirmations_tenant_id_state", "tenant_id", "state"),
+)
+
+journal_entries = Table(
+    "journal_entries",
+    metadata,
+    Column("tenant_id", Text, nullable=False),
+    Column("run_id", Text, nullable=False),
+    Column("position", BigInteger, nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("causal_id", Text, nullable=False),
+    Column("idempotency_key", Text, nullable=False),
+    Column("attempt", Integer),
+    Column("intent_id", Text),
+    Column("boundary", Text),
+    Column("body", JSONB, nullable=False),
+    Column("prev_hash", Text, nullable=False),
+    Column("entry_hash", Text, nullable=False),
+    Column("recorded_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("tenant_id", "run_id", "position"),
+    ForeignKeyConstraint(["tenant_id", "run_id"], ["runs.tenant_id", "runs.run_id"]),
+    _tenant_check(),
+    CheckConstraint("position >= 1", name="position_positive"),
+    CheckConstraint(_in("kind", JOURNAL_KINDS), name="kind_known"),
+    CheckConstraint(f"boundary IS NULL OR {_in('boundary', BOUNDARIES)}", name="boundary_known"),
+    # One result per attempt: appends are INSERT … ON CONFLICT on this key.
+    Index(
+        "uq_journal_entries_one_result_per_attempt",
+        "tenant_id",
+        "idempotency_key",
+        "attempt",
+        unique=True,
+        postgresql_where=text("attempt IS NOT NULL"),
+    ),
+)
+
+instance_leases = Table(
+    "instance_leases",
+    metadata,
+    Column("instance_id", Text, nullable=False),
+    Column("started_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("last_beat_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("released", Boolean, nullable=False, server_default=text("false")),
+    PrimaryKeyConstraint("instance_id"),
+    CheckConstraint("instance_id <> ''", name="instance_present"),
+)
+
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("tenant_id", Text, nullable=False),
+    Column("key_id", Text, nullable=False),
+    Column("principal", Text, nullable=False),
+    Column("roles", ARRAY(Text), nullable=False),
+    Column("secret_hash", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("revoked_at", DateTime(timezone=True)),
+    PrimaryKeyConstraint("tenant_id", "key_id"),
+    UniqueConstraint("key_id"),
+    _tenant_check(),
+    CheckConstraint("principal <> ''", name="principal_present"),
+    CheckConstraint(
+        "cardinality(roles) >= 1 AND roles <@ ARRAY['agent','approver','auditor','admin']::text[]",
+        name="roles_known",
+    ),
+)

@@ -1,0 +1,79 @@
+"""PostgreSQL for tests: one server per session, one fresh database per module.
+
+The server is ``ARVIS_TEST_DATABASE_URL`` when set (CI runs the suite once more
+against the machine's PostgreSQL 15), else an embedded PostgreSQL in a
+temporary directory.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import psycopg
+import pytest
+from sqlalchemy.engine import make_url
+
+from arvis.store.database import PgStore
+from arvis.store.embedded import start_embedded
+from arvis.store.engine import libpq_url
+from arvis.store.migrate import upgrade
+
+
+@pytest.fixture(scope="session")
+def pg_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A URL of a PostgreSQL server on which tests may create databases."""
+    external = os.environ.get("ARVIS_TEST_DATABASE_URL")
+    if external:
+        yield external
+        return
+    server = start_embedded(tmp_path_factory.mktemp("embedded-pg"))
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+def create_database(server_url: str, prefix: str = "arvis_t") -> str:
+    """Create an empty database and return its URL."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(libpq_url(server_url), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return make_url(server_url).set(database=name).render_as_string(hide_password=False)
+
+
+def drop_database(server_url: str, url: str) -> None:
+    name = make_url(url).database
+    with psycopg.connect(libpq_url(server_url), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="module")
+def empty_database_url(pg_server_url: str) -> Iterator[str]:
+    """A database of this module's own, with no schema."""
+    url = create_database(pg_server_url)
+    try:
+        yield url
+    finally:
+        drop_database(pg_server_url, url)
+
+
+@pytest.fixture(scope="module")
+def database_url(pg_server_url: str) -> Iterator[str]:
+    """A database of this module's own, migrated to head."""
+    url = create_database(pg_server_url)
+    try:
+        upgrade(url)
+        yield url
+    finally:
+        drop_database(pg_server_url, url)
+
+
+@pytest.fixture
+async def store(database_url: str) -> AsyncIterator[PgStore]:
+    opened = await PgStore.open(database_url)
+    try:
+        yield opened
+    finally:
+        await opened.close()
