@@ -1,0 +1,38 @@
+"""Model provider adapters (DESIGN §8).
+
+The vendor-neutral boundary lives here; vendor adapters live in their own
+modules (``arvis.providers.openai``) and are imported only when configured.
+"""
+
+from arvis.providers.base import (
+    FinalizedDecision,
+    InputMessage,
+    ModelProvider,
+    ModelRequest,
+    ModelStream,
+    ModelTurn,
+    Progress,
+    ProviderLimits,
+    StreamEvent,
+    TextDelta,
+    collect_turn,
+)
+from arvis.providers.errors import ProviderError, ProviderErrorCode
+from arvis.providers.turn import run_turn
+
+__all__ = [
+    "FinalizedDecision",
+    "InputMessage",
+    "ModelProvider",
+    "ModelRequest",
+    "ModelStream",
+    "ModelTurn",
+    "Progress",
+    "ProviderError",
+    "ProviderErrorCode",
+    "ProviderLimits",
+    "StreamEvent",
+    "TextDelta",
+    "collect_turn",
+    "run_turn",
+]
