@@ -1,0 +1,144 @@
+"""The tool contract (DESIGN §3): what a tool is, receives, reports and returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
+
+from arvis.domain.canonical import check_json
+from arvis.domain.context import AuthorizedEffectContext
+from arvis.domain.definitions import ToolDefinition
+from arvis.domain.errors import PayloadError
+from arvis.domain.idempotency import derive_idempotency_key
+from arvis.domain.ids import CallId, IdempotencyKey
+from arvis.domain.payload import DEFAULT_MAX_PAYLOAD_DEPTH, FrozenEffectPayload
+from arvis.tools.errors import FAILURE_CODE, MAX_MESSAGE_CHARS
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolInvocation:
+    """Everything a tool body receives about one call — and nothing else.
+
+    Never the request, the session or the pipeline's context (DESIGN §1).
+    """
+
+    tool: str
+    payload: FrozenEffectPayload
+    context: AuthorizedEffectContext
+    idempotency_key: IdempotencyKey
+    """Deterministic per logical action; send it to downstream systems so they dedupe."""
+    call_id: CallId
+    """Correlates progress reports and a :class:`ToolExecutionError` with this call."""
+
+    @classmethod
+    def create(
+        cls,
+        *,
+        tool: str,
+        payload: FrozenEffectPayload,
+        context: AuthorizedEffectContext,
+        call_id: CallId,
+    ) -> ToolInvocation:
+        """Build an invocation whose idempotency key is derived from its own fields."""
+        key = derive_idempotency_key(
+            context.tenant_id, context.run_id, context.causal_id, tool, payload.digest
+        )
+        return cls(
+            tool=tool, payload=payload, context=context, idempotency_key=key, call_id=call_id
+        )
+
+
+class ToolProblem(BaseModel):
+    """A model-visible failure that is still a completed outcome of the call."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    code: str = Field(pattern=FAILURE_CODE.pattern)
+    detail: str = Field(max_length=MAX_MESSAGE_CHARS)
+    effect_started: bool = True
+    """``False`` only when the effect provably did not start (e.g. a refused path)."""
+
+
+class ToolResult(BaseModel):
+    """What a tool returns: a JSON ``value``, or a ``problem`` (never both)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    value: JsonValue = None
+    problem: ToolProblem | None = None
+
+    @field_validator("value")
+    @classmethod
+    def _plain_json(cls, value: JsonValue) -> JsonValue:
+        # Results are journaled with RFC 8785; refuse what JCS cannot encode now,
+        # inside the tool's call, rather than at journal time.
+        try:
+            check_json(value, max_depth=DEFAULT_MAX_PAYLOAD_DEPTH)
+        except PayloadError as exc:
+            raise ValueError(exc.message) from None
+        return value
+
+    @model_validator(mode="after")
+    def _one_of(self) -> ToolResult:
+        if self.problem is not None and self.value is not None:
+            raise ValueError("a tool result carries a value or a problem, not both")
+        return self
+
+    @classmethod
+    def ok(cls, value: JsonValue) -> ToolResult:
+        return cls(value=value)
+
+    @classmethod
+    def fail(cls, code: str, detail: str, *, effect_started: bool = True) -> ToolResult:
+        """A problem result; pass ``effect_started=False`` only when provably nothing ran."""
+        return cls(problem=ToolProblem(code=code, detail=detail, effect_started=effect_started))
+
+    @property
+    def is_problem(self) -> bool:
+        return self.problem is not None
+
+
+@runtime_checkable
+class Reporter(Protocol):
+    """Progress of a call, correlated by call id.
+
+    The lifecycle passes one to the dispatcher; a tool receives a per-call
+    reporter with the same methods that checks the call id, remembers
+    ``effect_started`` and never lets a failing sink break the tool.
+    """
+
+    async def progress(self, call_id: CallId, message: str, data: Any = None) -> None: ...
+
+    async def effect_started(self, call_id: CallId) -> None:
+        """The point of no return: from here on the effect may have happened."""
+
+
+class NullReporter:
+    """A reporter that discards everything."""
+
+    async def progress(self, call_id: CallId, message: str, data: Any = None) -> None:
+        return None
+
+    async def effect_started(self, call_id: CallId) -> None:
+        return None
+
+
+@runtime_checkable
+class Tool(Protocol):
+    """A name, its definition and a coroutine body.
+
+    ``execute`` returns a :class:`ToolResult` or raises exactly one
+    :class:`~arvis.tools.errors.ToolExecutionError` for ``invocation.call_id``.
+    A mutating tool calls ``reporter.effect_started(call_id)`` right before its
+    point of no return.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def definition(self) -> ToolDefinition: ...
+
+    async def execute(self, invocation: ToolInvocation, reporter: Reporter) -> ToolResult: ...

@@ -1,0 +1,59 @@
+"""Dispatch layers and decorators (DESIGN §3).
+
+A decorator (policy, telemetry, retry, a plugin) is a callable that takes the
+layer beneath it and returns a new layer with the same definitions. The
+:class:`~arvis.tools.dispatcher.ToolDispatcher` applies them in declared
+order, first = outermost, and guards every layer with one definition snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Protocol, runtime_checkable
+
+from arvis.domain.definitions import ToolDefinition
+from arvis.tools.base import Reporter, ToolInvocation
+from arvis.tools.outcome import DispatchOutcome
+
+
+@runtime_checkable
+class Dispatcher(Protocol):
+    """Something that runs a frozen invocation and answers a :class:`DispatchOutcome`."""
+
+    @property
+    def definitions(self) -> Mapping[str, ToolDefinition]: ...
+
+    async def dispatch(
+        self,
+        invocation: ToolInvocation,
+        *,
+        deadline_s: float | None = None,
+        reporter: Reporter | None = None,
+    ) -> DispatchOutcome: ...
+
+
+DispatchDecorator = Callable[[Dispatcher], Dispatcher]
+"""Wraps the layer beneath it; must return a layer with unchanged definitions."""
+
+
+class DispatchLayer:
+    """A convenient base for decorators: delegates everything to ``inner``.
+
+    Override :meth:`dispatch` and call ``await self.inner.dispatch(...)``.
+    """
+
+    def __init__(self, inner: Dispatcher) -> None:
+        self.inner = inner
+
+    @property
+    def definitions(self) -> Mapping[str, ToolDefinition]:
+        return self.inner.definitions
+
+    async def dispatch(
+        self,
+        invocation: ToolInvocation,
+        *,
+        deadline_s: float | None = None,
+        reporter: Reporter | None = None,
+    ) -> DispatchOutcome:
+        return await self.inner.dispatch(invocation, deadline_s=deadline_s, reporter=reporter)

@@ -1,0 +1,67 @@
+"""What the dispatcher answers: a tool's result or a classified failure."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from arvis.domain.boundary import EffectBoundary
+from arvis.tools.base import ToolResult
+from arvis.tools.errors import FAILURE_CODE, MAX_MESSAGE_CHARS
+
+
+class ToolFailure(BaseModel):
+    """A dispatch that produced no result, classified for the journal.
+
+    ``message`` is safe to show a caller: it is the tool's own typed message or
+    a fixed text written by ARVIS, never an exception's text.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    code: str = Field(pattern=FAILURE_CODE.pattern)
+    message: str = Field(max_length=MAX_MESSAGE_CHARS)
+    effect_started: bool | None
+    """``False``: provably not started; ``True``: started and failed; ``None``: unknown."""
+    retryable: bool
+
+    @model_validator(mode="after")
+    def _uncertain_is_never_retryable(self) -> ToolFailure:
+        if self.effect_started is None and self.retryable:
+            raise ValueError("an uncertain outcome is never retryable")
+        return self
+
+
+class DispatchOutcome(BaseModel):
+    """Exactly one of ``result`` or ``failure``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    result: ToolResult | None = None
+    failure: ToolFailure | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> DispatchOutcome:
+        if (self.result is None) == (self.failure is None):
+            raise ValueError("a dispatch outcome holds exactly one of result or failure")
+        return self
+
+    @property
+    def boundary(self) -> EffectBoundary:
+        """The effect boundary this outcome implies.
+
+        A value, or a problem after the effect started, is a completed outcome;
+        a problem or failure that provably did not start is ``EFFECT_NOT_STARTED``;
+        a failure after the start is ``EFFECT_FAILED``; an unknown start is
+        ``EFFECT_STATE_UNKNOWN``.
+        """
+        if self.result is not None:
+            problem = self.result.problem
+            if problem is not None and not problem.effect_started:
+                return EffectBoundary.EFFECT_NOT_STARTED
+            return EffectBoundary.EFFECT_COMPLETED
+        assert self.failure is not None
+        if self.failure.effect_started is None:
+            return EffectBoundary.EFFECT_STATE_UNKNOWN
+        if self.failure.effect_started:
+            return EffectBoundary.EFFECT_FAILED
+        return EffectBoundary.EFFECT_NOT_STARTED

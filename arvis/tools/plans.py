@@ -1,0 +1,208 @@
+"""Tool plans (DESIGN §3): the immutable set of definitions a run is bound to.
+
+A plan id is SHA-256 over the JCS array of its sorted definition fingerprints,
+so changed definitions can never reuse an id. Plans are persisted through the
+:class:`PlanStore` port so an auditor sees the definitions that were in force.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType, TracebackType
+from typing import Any, Protocol
+
+from arvis.domain.canonical import canonical_bytes, sha256_hex
+from arvis.domain.definitions import ToolDefinition
+from arvis.domain.errors import ArvisError
+from arvis.domain.ids import PlanId
+from arvis.tools.base import Reporter, ToolInvocation
+from arvis.tools.classify import not_started
+from arvis.tools.errors import PlanError, PlanMismatch, PlanNotFound, PlanUnavailable
+from arvis.tools.layers import Dispatcher
+from arvis.tools.outcome import DispatchOutcome
+
+logger = logging.getLogger(__name__)
+
+
+class PlanStore(Protocol):
+    """Persistence port for plans; the SQL adapter lives in ``arvis.store``."""
+
+    async def save_plan(self, plan_id: PlanId, definitions: Sequence[dict[str, Any]]) -> None:
+        """Store ``definitions`` (``ToolDefinition.to_dict()`` each) under ``plan_id``.
+
+        Idempotent: saving the same plan again is a no-op.
+        """
+
+    async def load_plan(self, plan_id: PlanId) -> list[dict[str, Any]] | None:
+        """The stored definitions of ``plan_id``, or ``None`` when it was never saved."""
+
+
+def derive_plan_id(definitions: Iterable[ToolDefinition]) -> PlanId:
+    """SHA-256 hex over the JCS array of the definitions' sorted fingerprints."""
+    return PlanId(sha256_hex(canonical_bytes(sorted(d.fingerprint for d in definitions))))
+
+
+@dataclass(frozen=True, slots=True)
+class ToolPlan:
+    """``plan_id`` + definitions + the dispatcher that runs them. Immutable."""
+
+    plan_id: PlanId
+    definitions: Mapping[str, ToolDefinition]
+    dispatcher: Dispatcher
+
+    def __post_init__(self) -> None:
+        if derive_plan_id(self.definitions.values()) != self.plan_id:
+            raise PlanMismatch(None, self.plan_id, "plan id does not match its definitions")
+        object.__setattr__(
+            self, "definitions", MappingProxyType(dict(sorted(self.definitions.items())))
+        )
+
+    def records(self) -> list[dict[str, Any]]:
+        """The definitions as persisted: ``ToolDefinition.to_dict()``, sorted by name."""
+        return [definition.to_dict() for definition in self.definitions.values()]
+
+
+class PlanLease:
+    """A plan leased to one run. :meth:`release` is idempotent and never blocks."""
+
+    def __init__(self, plan: ToolPlan, on_release: Callable[[], None] | None = None) -> None:
+        self.plan = plan
+        self._on_release = on_release
+        self.released = False
+
+    def release(self) -> None:
+        if self.released:
+            return
+        self.released = True
+        if self._on_release is not None:
+            try:
+                self._on_release()
+            except Exception:  # releasing must never fail its caller
+                logger.exception("releasing tool plan %s failed", self.plan.plan_id)
+
+    async def __aenter__(self) -> ToolPlan:
+        return self.plan
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+
+class ToolPlanSource(Protocol):
+    """Leases a plan: the current one for a new run, or the exact id a run is bound to."""
+
+    async def lease(self, plan_id: PlanId | None = None) -> PlanLease: ...
+
+
+class RetiredPlanDispatcher:
+    """The dispatcher of a persisted plan that is no longer current.
+
+    Its definitions serve replay and audit; dispatching fails closed, before any effect.
+    """
+
+    def __init__(self, definitions: Mapping[str, ToolDefinition]) -> None:
+        self.definitions = definitions
+
+    async def dispatch(
+        self,
+        invocation: ToolInvocation,
+        *,
+        deadline_s: float | None = None,
+        reporter: Reporter | None = None,
+    ) -> DispatchOutcome:
+        return DispatchOutcome(failure=not_started("plan_retired"))
+
+
+class StaticToolPlanSource:
+    """One current plan built from a dispatcher; older plans come back from the store.
+
+    The current plan is saved on its first lease, before any run can bind to it.
+    """
+
+    def __init__(self, dispatcher: Dispatcher, store: PlanStore | None = None) -> None:
+        definitions = dispatcher.definitions
+        self.current = ToolPlan(derive_plan_id(definitions.values()), definitions, dispatcher)
+        self._store = store
+        self._saved = False
+        self._save_lock = asyncio.Lock()
+        self.active_leases = 0
+
+    async def lease(self, plan_id: PlanId | None = None) -> PlanLease:
+        if plan_id is None or plan_id == self.current.plan_id:
+            await self._save_current()
+            return self._lease(self.current)
+        return self._lease(await self._load(plan_id))
+
+    def _lease(self, plan: ToolPlan) -> PlanLease:
+        self.active_leases += 1
+        return PlanLease(plan, self._released)
+
+    def _released(self) -> None:
+        self.active_leases -= 1
+
+    async def _save_current(self) -> None:
+        if self._saved or self._store is None:
+            return
+        async with self._save_lock:
+            if not self._saved:
+                await self._store.save_plan(self.current.plan_id, self.current.records())
+                self._saved = True
+
+    async def _load(self, plan_id: PlanId) -> ToolPlan:
+        records = None if self._store is None else await self._store.load_plan(plan_id)
+        if records is None:
+            raise PlanNotFound(plan_id)
+        try:
+            loaded = [ToolDefinition.from_dict(record) for record in records]
+        except (ArvisError, KeyError, TypeError) as exc:
+            raise PlanMismatch(
+                plan_id, plan_id, f"stored definitions do not verify: {exc}"
+            ) from None
+        definitions = {d.name: d for d in loaded}
+        if derive_plan_id(definitions.values()) != plan_id:
+            raise PlanMismatch(plan_id, plan_id, "stored definitions do not hash to the plan id")
+        return ToolPlan(plan_id, definitions, RetiredPlanDispatcher(definitions))
+
+
+async def lease_plan(source: ToolPlanSource, plan_id: PlanId | None = None) -> PlanLease:
+    """Lease through ``source`` and verify what came back.
+
+    A source that raises is contained as :class:`PlanUnavailable` (its text is
+    logged, not shown); a lease for another plan, or a plan whose id does not
+    match its definitions, is released and refused with :class:`PlanMismatch`.
+    """
+    try:
+        lease = await source.lease(plan_id)
+    except PlanError:
+        raise
+    except Exception:
+        logger.exception("tool plan source failed to lease %s", plan_id or "the current plan")
+        raise PlanUnavailable(plan_id) from None
+    try:
+        got = lease.plan.plan_id
+        derived = derive_plan_id(lease.plan.definitions.values())
+    except Exception:
+        logger.exception("tool plan source returned an unreadable lease")
+        _release_quietly(lease)
+        raise PlanUnavailable(plan_id) from None
+    if derived != got:
+        _release_quietly(lease)
+        raise PlanMismatch(plan_id, got, "plan id does not match its definitions")
+    if plan_id is not None and got != plan_id:
+        _release_quietly(lease)
+        raise PlanMismatch(plan_id, got, "the source returned another plan")
+    return lease
+
+
+def _release_quietly(lease: PlanLease) -> None:
+    try:
+        lease.release()
+    except Exception:  # a refused lease must not turn into a second failure
+        logger.exception("releasing a refused tool plan lease failed")

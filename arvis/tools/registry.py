@@ -1,0 +1,154 @@
+"""Declared tools (DESIGN §3): ``arvis.toml`` names factories; nothing is scanned.
+
+```toml
+[tools]
+factories = ["myapp.tools:make_tools"]   # each gets a ToolHost, returns tools
+builtins = true                          # echo, files.* as fallbacks
+```
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from arvis.config import FileConfig, Settings
+from arvis.domain.definitions import ToolDefinition
+from arvis.domain.errors import ArvisError, ConfigurationError, DefinitionError
+from arvis.tools.base import Tool
+from arvis.tools.builtins import builtin_tools
+from arvis.tools.http import HttpToolConfig, http_tool
+
+FACTORY_SPEC = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_.]*$"
+
+
+@dataclass(frozen=True)
+class ToolHost:
+    """What a tool factory receives: host dependencies, injected, never looked up."""
+
+    settings: Settings
+    sandbox_dir: Path
+    http: httpx.AsyncClient
+    """Shared client; the host owns and closes it."""
+    credentials: Mapping[str, str] = field(default_factory=dict)
+    """Named secrets the deployment hands to its tools."""
+
+    @classmethod
+    def from_settings(cls, settings: Settings, http: httpx.AsyncClient) -> ToolHost:
+        return cls(settings=settings, sandbox_dir=settings.sandbox_dir, http=http)
+
+
+class ToolsConfig(BaseModel):
+    """The ``[tools]`` section of ``arvis.toml``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    factories: list[str] = Field(default_factory=list)
+    """``"package.module:factory"`` entries, called in order with a :class:`ToolHost`."""
+    builtins: bool = True
+    """Offer ``echo`` and ``files.*`` where no application tool takes their name."""
+    http: list[HttpToolConfig] = Field(default_factory=list)
+    """Remote HTTP tools (``[[tools.http]]``)."""
+
+
+ToolFactory = Callable[[ToolHost], Iterable[Tool]]
+
+
+def parse_tools_config(raw: Mapping[str, Any]) -> ToolsConfig:
+    """Validate ``[tools]``; a bad entry stops start-up with one line naming it."""
+    try:
+        config = ToolsConfig.model_validate(dict(raw))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise ConfigurationError(f"[tools] {where}: {first['msg']}") from None
+    for spec in config.factories:
+        if not _matches(spec):
+            raise ConfigurationError(f"[tools] factory {spec!r} must be 'package.module:factory'")
+    return config
+
+
+def _matches(spec: str) -> bool:
+    return re.fullmatch(FACTORY_SPEC, spec) is not None
+
+
+def load_factory(spec: str) -> ToolFactory:
+    """Import ``package.module:attr`` — exactly the module named, nothing scanned."""
+    module_name, _, attribute = spec.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigurationError(f"[tools] factory {spec!r}: cannot import: {exc}") from exc
+    for part in attribute.split("."):
+        target = getattr(target, part, None)
+    if not callable(target):
+        raise ConfigurationError(f"[tools] factory {spec!r}: no callable {attribute!r} there")
+    factory: ToolFactory = target
+    return factory
+
+
+def call_factory(spec: str, factory: ToolFactory, host: ToolHost) -> list[Tool]:
+    """Call one factory and check what it returned."""
+    try:
+        tools = list(factory(host))
+    except DefinitionError as exc:
+        raise DefinitionError(exc.tool, f"{exc.rule} (declared by factory {spec!r})") from exc
+    except ArvisError:
+        raise
+    except Exception as exc:  # start-up boundary: the operator sees the text
+        raise ConfigurationError(f"[tools] factory {spec!r} failed: {exc!r}") from exc
+    for tool in tools:
+        check_tool(tool, spec)
+    return tools
+
+
+def check_tool(tool: object, source: str) -> None:
+    """A tool must be ``name + ToolDefinition + execute`` with matching names."""
+    if not isinstance(tool, Tool):
+        raise ConfigurationError(f"{source}: {tool!r} is not a tool (name, definition, execute)")
+    if not isinstance(tool.definition, ToolDefinition):
+        raise DefinitionError(str(tool.name), f"definition must be a ToolDefinition ({source})")
+    if tool.name != tool.definition.name:
+        raise DefinitionError(
+            str(tool.name),
+            f"tool name differs from its definition's name {tool.definition.name!r} ({source})",
+        )
+
+
+def build_tool_set(settings: Settings, file_config: FileConfig, host: ToolHost) -> list[Tool]:
+    """Built-in fallbacks, then declared application tools replacing them by name.
+
+    Two application tools of one name stop start-up with an error naming both
+    declarations. The result is sorted by name. ``settings`` is the host's;
+    it is a parameter so the composition root reads as what it depends on.
+    """
+    config = parse_tools_config(file_config.tools)
+    fallbacks = (
+        {tool.name: tool for tool in builtin_tools(host.sandbox_dir)} if config.builtins else {}
+    )
+    declared: dict[str, tuple[str, Tool]] = {}
+    sources: list[tuple[str, list[Tool]]] = [
+        (spec, call_factory(spec, load_factory(spec), host)) for spec in config.factories
+    ]
+    for index, entry in enumerate(config.http, start=1):
+        source = f"[[tools.http]] #{index}"
+        sources.append((source, [http_tool(entry, host.http, source=source)]))
+    for source, tools in sources:
+        for tool in tools:
+            if tool.name in declared:
+                first = declared[tool.name][0]
+                raise ConfigurationError(
+                    f"tool {tool.name!r} is declared by both {first!r} and {source!r}; "
+                    "two application tools may not share a name"
+                )
+            declared[tool.name] = (source, tool)
+    merged: dict[str, Tool] = dict(fallbacks)
+    merged.update({name: tool for name, (_, tool) in declared.items()})
+    return [merged[name] for name in sorted(merged)]
