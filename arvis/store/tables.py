@@ -63,15 +63,16 @@ def _tenant_check() -> CheckConstraint:
 
 receipt_positions = Sequence("receipt_position_seq", metadata=metadata)
 
+# Plans are deployment configuration, shared by every tenant: the plan id is a
+# digest of the definitions, so one row serves every run bound to it.
 tool_plans = Table(
     "tool_plans",
     metadata,
-    Column("tenant_id", Text, nullable=False),
     Column("plan_id", Text, nullable=False),
     Column("definitions", JSONB, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
-    PrimaryKeyConstraint("tenant_id", "plan_id"),
-    _tenant_check(),
+    PrimaryKeyConstraint("plan_id"),
+    CheckConstraint("length(plan_id) = 64", name="plan_id_digest"),
 )
 
 runs = Table(
@@ -86,7 +87,7 @@ runs = Table(
     Column("audit_incomplete_reason", Text),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     PrimaryKeyConstraint("tenant_id", "run_id"),
-    ForeignKeyConstraint(["tenant_id", "plan_id"], ["tool_plans.tenant_id", "tool_plans.plan_id"]),
+    ForeignKeyConstraint(["plan_id"], ["tool_plans.plan_id"]),
     _tenant_check(),
     CheckConstraint("journal_length >= 0", name="journal_length_natural"),
 )
@@ -130,16 +131,23 @@ capabilities = Table(
     Column("attempt", Integer, nullable=False),
     Column("manager_id", Text, nullable=False),
     Column("state", Text, nullable=False),
+    Column("receipt_position", BigInteger),
     Column("revoke_reason", Text),
     Column("minted_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     PrimaryKeyConstraint("tenant_id", "capability_id"),
     UniqueConstraint("tenant_id", "idempotency_key", "attempt"),
+    # The receipt that activated the capability: a reused durable position aborts.
+    UniqueConstraint("receipt_position"),
     ForeignKeyConstraint(
         ["tenant_id", "idempotency_key"], ["actions.tenant_id", "actions.idempotency_key"]
     ),
     _tenant_check(),
     CheckConstraint(_in("state", CAPABILITY_STATES), name="state_known"),
+    CheckConstraint(
+        "state IN ('MINTED', 'REVOKED') OR receipt_position IS NOT NULL",
+        name="active_has_receipt",
+    ),
 )
 
 # The outbox: committed before dispatch, settled by the journal transaction or recovery.

@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises:
-Create Date: 2026-11-30 10:13:02.915497
+Create Date: 2026-11-30 10:17:09.348157
 """
 
 from __future__ import annotations
@@ -67,7 +67,6 @@ def upgrade() -> None:
     )
     op.create_table(
         "tool_plans",
-        sa.Column("tenant_id", sa.Text(), nullable=False),
         sa.Column("plan_id", sa.Text(), nullable=False),
         sa.Column("definitions", postgresql.JSONB(astext_type=sa.Text()), nullable=False),
         sa.Column(
@@ -76,8 +75,8 @@ def upgrade() -> None:
             server_default=sa.text("now()"),
             nullable=False,
         ),
-        sa.CheckConstraint("tenant_id <> ''", name=op.f("ck_tool_plans_tenant_present")),
-        sa.PrimaryKeyConstraint("tenant_id", "plan_id", name=op.f("pk_tool_plans")),
+        sa.CheckConstraint("length(plan_id) = 64", name=op.f("ck_tool_plans_plan_id_digest")),
+        sa.PrimaryKeyConstraint("plan_id", name=op.f("pk_tool_plans")),
     )
     op.create_table(
         "runs",
@@ -99,9 +98,7 @@ def upgrade() -> None:
         sa.CheckConstraint("tenant_id <> ''", name=op.f("ck_runs_tenant_present")),
         sa.CheckConstraint("journal_length >= 0", name=op.f("ck_runs_journal_length_natural")),
         sa.ForeignKeyConstraint(
-            ["tenant_id", "plan_id"],
-            ["tool_plans.tenant_id", "tool_plans.plan_id"],
-            name=op.f("fk_runs_tool_plans"),
+            ["plan_id"], ["tool_plans.plan_id"], name=op.f("fk_runs_tool_plans")
         ),
         sa.PrimaryKeyConstraint("tenant_id", "run_id", name=op.f("pk_runs")),
     )
@@ -237,6 +234,7 @@ def upgrade() -> None:
         sa.Column("attempt", sa.Integer(), nullable=False),
         sa.Column("manager_id", sa.Text(), nullable=False),
         sa.Column("state", sa.Text(), nullable=False),
+        sa.Column("receipt_position", sa.BigInteger(), nullable=True),
         sa.Column("revoke_reason", sa.Text(), nullable=True),
         sa.Column(
             "minted_at", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False
@@ -251,6 +249,10 @@ def upgrade() -> None:
             "state IN ('MINTED', 'ACTIVE', 'CONSUMED', 'REVOKED')",
             name=op.f("ck_capabilities_state_known"),
         ),
+        sa.CheckConstraint(
+            "state IN ('MINTED', 'REVOKED') OR receipt_position IS NOT NULL",
+            name=op.f("ck_capabilities_active_has_receipt"),
+        ),
         sa.CheckConstraint("tenant_id <> ''", name=op.f("ck_capabilities_tenant_present")),
         sa.ForeignKeyConstraint(
             ["tenant_id", "idempotency_key"],
@@ -258,6 +260,7 @@ def upgrade() -> None:
             name=op.f("fk_capabilities_actions"),
         ),
         sa.PrimaryKeyConstraint("tenant_id", "capability_id", name=op.f("pk_capabilities")),
+        sa.UniqueConstraint("receipt_position", name=op.f("uq_capabilities_receipt_position")),
         sa.UniqueConstraint(
             "tenant_id",
             "idempotency_key",

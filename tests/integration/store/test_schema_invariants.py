@@ -9,18 +9,19 @@ import pytest
 
 from arvis.store.engine import libpq_url
 
-RUN = {"tenant_id": "t1", "run_id": "r1", "plan_id": "p1"}
+PLAN = "p" * 64
 
 
 @pytest.fixture
 def conn(database_url: str) -> Iterator[psycopg.Connection]:
     with psycopg.connect(libpq_url(database_url)) as connection:
         connection.execute(
-            "INSERT INTO tool_plans (tenant_id, plan_id, definitions) VALUES ('t1', 'p1', '[]')"
+            "INSERT INTO tool_plans (plan_id, definitions) VALUES (%s, '[]')", (PLAN,)
         )
         connection.execute(
             "INSERT INTO runs (tenant_id, run_id, plan_id, journal_head) "
-            "VALUES ('t1', 'r1', 'p1', 'genesis')"
+            "VALUES ('t1', 'r1', %s, 'genesis')",
+            (PLAN,),
         )
         connection.execute(
             "INSERT INTO actions (tenant_id, idempotency_key, run_id, causal_id, tool, "
@@ -30,7 +31,7 @@ def conn(database_url: str) -> Iterator[psycopg.Connection]:
         for attempt in (1, 2):
             connection.execute(
                 "INSERT INTO capabilities (tenant_id, capability_id, run_id, idempotency_key, "
-                "attempt, manager_id, state) VALUES ('t1', %s, 'r1', 'k1', %s, 'm', 'CONSUMED')",
+                "attempt, manager_id, state) VALUES ('t1', %s, 'r1', 'k1', %s, 'm', 'MINTED')",
                 (f"cap{attempt}", attempt),
             )
         yield connection
@@ -42,7 +43,7 @@ def _intent(conn: psycopg.Connection, attempt: int, *, settled: bool) -> None:
         "INSERT INTO intents (tenant_id, intent_id, run_id, causal_id, idempotency_key, attempt, "
         "tool, plan_id, payload, payload_digest, capability_id, commitment, receipt_position, "
         "context, instance_id, settled, settled_at) VALUES ('t1', %s, 'r1', 'c1', 'k1', %s, "
-        "'echo', 'p1', '{}', 'd', %s, 'c', nextval('receipt_position_seq'), '{}', 'i', %s, "
+        "'echo', 'pppp', '{}', 'd', %s, 'c', nextval('receipt_position_seq'), '{}', 'i', %s, "
         "CASE WHEN %s THEN now() END)",
         (f"intent{attempt}", attempt, f"cap{attempt}", settled, settled),
     )
@@ -86,7 +87,10 @@ def test_a_second_result_for_one_attempt_is_rejected(conn: psycopg.Connection) -
 
 def test_an_unknown_capability_state_is_rejected(conn: psycopg.Connection) -> None:
     with pytest.raises(psycopg.errors.CheckViolation, match="state_known"):
-        conn.execute("UPDATE capabilities SET state = 'BORROWED' WHERE capability_id = 'cap1'")
+        conn.execute(
+            "UPDATE capabilities SET state = 'BORROWED', receipt_position = 7 "
+            "WHERE capability_id = 'cap1'"
+        )
 
 
 def test_unknown_boundaries_and_confirmation_states_are_rejected(
@@ -115,17 +119,30 @@ def test_unknown_boundaries_and_confirmation_states_are_rejected(
 def test_a_row_without_tenant_is_rejected(conn: psycopg.Connection, tenant: str | None) -> None:
     with pytest.raises((psycopg.errors.NotNullViolation, psycopg.errors.CheckViolation)):
         conn.execute(
-            "INSERT INTO tool_plans (tenant_id, plan_id, definitions) VALUES (%s, 'p2', '[]')",
-            (tenant,),
+            "INSERT INTO runs (tenant_id, run_id, plan_id, journal_head) "
+            "VALUES (%s, 'r2', %s, 'g')",
+            (tenant, PLAN),
         )
 
 
-def test_a_run_cannot_point_at_a_plan_of_another_tenant(conn: psycopg.Connection) -> None:
+def test_an_intent_cannot_point_at_a_run_of_another_tenant(conn: psycopg.Connection) -> None:
+    conn.execute(
+        "INSERT INTO runs (tenant_id, run_id, plan_id, journal_head) VALUES ('t2', 'r2', %s, 'g')",
+        (PLAN,),
+    )
     with pytest.raises(psycopg.errors.ForeignKeyViolation):
         conn.execute(
-            "INSERT INTO runs (tenant_id, run_id, plan_id, journal_head) "
-            "VALUES ('t2', 'r1', 'p1', 'genesis')"
+            "INSERT INTO actions (tenant_id, idempotency_key, run_id, causal_id, tool, "
+            "payload_digest, attempts, in_flight) VALUES ('t2', 'k9', 'r1', 'c1', 'echo', 'd', 0, "
+            "false)"
         )
+
+
+def test_an_active_capability_needs_the_receipt_that_activated_it(
+    conn: psycopg.Connection,
+) -> None:
+    with pytest.raises(psycopg.errors.CheckViolation, match="active_has_receipt"):
+        conn.execute("UPDATE capabilities SET state = 'ACTIVE' WHERE capability_id = 'cap1'")
 
 
 def test_one_causal_id_names_one_decision(conn: psycopg.Connection) -> None:

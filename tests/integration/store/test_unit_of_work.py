@@ -8,8 +8,8 @@ from sqlalchemy import text
 from arvis.store.database import PgStore
 from arvis.store.errors import IntegrityConflict
 
-INSERT = text("INSERT INTO tool_plans (tenant_id, plan_id, definitions) VALUES ('t', :plan, '[]')")
-COUNT = text("SELECT count(*) FROM tool_plans WHERE plan_id = :plan")
+INSERT = text("INSERT INTO tool_plans (plan_id, definitions) VALUES (lpad(:plan, 64, '0'), '[]')")
+COUNT = text("SELECT count(*) FROM tool_plans WHERE plan_id = lpad(:plan, 64, '0')")
 
 
 async def _count(store: PgStore, plan: str) -> int:
