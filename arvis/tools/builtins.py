@@ -100,18 +100,27 @@ class FilesReadTool(_Builtin):
             raw, target = self._target(invocation)
         except SandboxViolation as exc:
             return _refused(exc)
-        if not target.is_file():
-            return ToolResult.fail("not_found", f"no file at {raw!r}", effect_started=False)
-        if target.stat().st_size > MAX_FILE_BYTES:
+        try:
+            data = await asyncio.to_thread(_read_bounded, target)
+        except OSError:  # missing, a directory, unreadable: nothing was read
+            return ToolResult.fail(
+                "not_found", f"no readable file at {raw!r}", effect_started=False
+            )
+        if data is None:
             return ToolResult.fail(
                 "too_large", f"larger than {MAX_FILE_BYTES} bytes", effect_started=False
             )
-        data = await asyncio.to_thread(target.read_bytes)
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             return ToolResult.fail("not_text", f"{raw!r} is not UTF-8 text", effect_started=False)
         return ToolResult.ok({"path": raw, "content": text})
+
+
+def _read_bounded(target: Path) -> bytes | None:
+    with target.open("rb") as handle:
+        data = handle.read(MAX_FILE_BYTES + 1)
+    return None if len(data) > MAX_FILE_BYTES else data
 
 
 class FilesWriteTool(_Builtin):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 import pytest
@@ -51,7 +52,8 @@ async def test_a_problem_result_that_did_not_start_is_a_result_not_started() -> 
         return ToolResult.fail("bad_input", "no such record", effect_started=False)
 
     outcome = await ToolDispatcher([FakeTool(definition(), body)]).dispatch(invocation())
-    assert outcome.result is not None and outcome.result.is_problem
+    assert outcome.result is not None
+    assert outcome.result.is_problem
     assert outcome.boundary is EffectBoundary.EFFECT_NOT_STARTED
 
 
@@ -102,9 +104,7 @@ async def test_untyped_exception_in_a_read_only_tool_did_not_start_an_effect() -
     async def body(inv: ToolInvocation, rep: Reporter) -> ToolResult:
         raise KeyError("x")
 
-    outcome = await ToolDispatcher([FakeTool(read_only(), body)]).dispatch(
-        invocation("demo.read")
-    )
+    outcome = await ToolDispatcher([FakeTool(read_only(), body)]).dispatch(invocation("demo.read"))
     assert only_failure(outcome) == ("tool_crashed", False, False)
 
 
@@ -117,7 +117,8 @@ async def test_typed_error_passes_its_code_message_and_advice_through() -> None:
 
     outcome = await ToolDispatcher([FakeTool(definition(), body)]).dispatch(invocation())
     assert only_failure(outcome) == ("quota", True, True)
-    assert outcome.failure is not None and outcome.failure.message == "over quota"
+    assert outcome.failure is not None
+    assert outcome.failure.message == "over quota"
     assert outcome.boundary is EffectBoundary.EFFECT_FAILED
 
 
@@ -131,10 +132,9 @@ async def test_a_typed_error_for_another_call_id_is_rejected() -> None:
 
 async def test_progress_for_another_call_id_is_a_violation() -> None:
     async def body(inv: ToolInvocation, rep: Reporter) -> ToolResult:
-        try:
+        # A tool swallowing the error must not hide the violation.
+        with contextlib.suppress(Exception):
             await rep.progress(CallId("call-99"), "halfway")
-        except Exception:
-            pass  # a tool swallowing the error must not hide the violation
         return ToolResult.ok(1)
 
     outcome = await ToolDispatcher([FakeTool(definition(), body)]).dispatch(invocation())
@@ -145,9 +145,7 @@ async def test_uncertain_outcome_from_a_read_only_tool_is_rejected() -> None:
     async def body(inv: ToolInvocation, rep: Reporter) -> ToolResult:
         raise ToolExecutionError(inv.call_id, effect_started=None, retryable=False)
 
-    outcome = await ToolDispatcher([FakeTool(read_only(), body)]).dispatch(
-        invocation("demo.read")
-    )
+    outcome = await ToolDispatcher([FakeTool(read_only(), body)]).dispatch(invocation("demo.read"))
     assert only_failure(outcome) == ("read_only_uncertain", False, False)
 
 
@@ -239,9 +237,7 @@ async def test_a_return_value_that_is_not_a_tool_result_is_rejected() -> None:
     async def body(inv: ToolInvocation, rep: Reporter) -> ToolResult:
         return {"ok": True}  # type: ignore[return-value]
 
-    outcome = await ToolDispatcher([FakeTool(read_only(), body)]).dispatch(
-        invocation("demo.read")
-    )
+    outcome = await ToolDispatcher([FakeTool(read_only(), body)]).dispatch(invocation("demo.read"))
     assert only_failure(outcome) == ("invalid_tool_result", False, False)
 
 
