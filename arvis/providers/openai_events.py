@@ -24,8 +24,8 @@ from arvis.providers.errors import (
     ProviderStreamMismatch,
     ProviderStreamTruncated,
 )
-from arvis.providers.openai_output import Event, StreamedOutput, clip, get, item_kind_of
-from arvis.providers.validation import CallValidator
+from arvis.providers.openai_output import Event, StreamedOutput, get, item_kind_of
+from arvis.providers.validation import CallValidator, clip
 
 # Items a provider executed itself stream under these prefixes; ARVIS offers no
 # hosted tool, so any of them means the response escaped governance.

@@ -19,19 +19,13 @@ from arvis.providers.errors import (
     ProviderProtocolViolation,
     ProviderStreamMismatch,
 )
-from arvis.providers.validation import CallValidator
+from arvis.providers.validation import CallValidator, clip
 
 Event = TextDelta | Progress | ModelTurn
 
 # Only these item kinds may appear; anything else is provider-executed (hosted)
 # or unknown, and either way escaped governance.
 ITEM_KINDS = frozenset({"message", "function_call", "reasoning"})
-_MAX_MESSAGE_CHARS = 200
-
-
-def clip(text: object) -> str:
-    """Provider-supplied text, shortened before it goes into an error message."""
-    return str(text)[:_MAX_MESSAGE_CHARS]
 
 
 def get(data: Mapping[str, Any], key: str, kind: type, where: str) -> Any:

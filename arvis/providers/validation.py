@@ -7,6 +7,7 @@ Every provider (the fake one included) turns a raw call into a decision through
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,8 +24,19 @@ from arvis.providers.errors import (
     ProviderArgumentsSchemaViolation,
     ProviderDuplicateCallId,
     ProviderLimitExceeded,
+    ProviderProtocolViolation,
     ProviderUnknownTool,
 )
+
+# A call id becomes a causal id downstream: visible ASCII only, bounded.
+CALL_ID = re.compile(r"^[\x21-\x7e]{1,256}$")
+_MAX_MESSAGE_CHARS = 200
+
+
+def clip(text: object) -> str:
+    """Provider-supplied text, shortened before it goes into an error message."""
+    return str(text)[:_MAX_MESSAGE_CHARS]
+
 
 # Keywords OpenAI's strict mode understands; a schema using anything else is sent
 # with strict false, and ARVIS validates the arguments itself either way.
@@ -131,26 +143,28 @@ class CallValidator:
         self._seen_call_ids: set[str] = set()
 
     def known_tool(self, name: str, *, call_id: str) -> ToolDefinition:
-        """The offered definition called ``name``; an unknown name fails closed."""
+        """The offered definition called ``name``; an unknown name or odd call id fails closed."""
+        if not CALL_ID.fullmatch(call_id):
+            raise ProviderProtocolViolation(
+                f"call id {clip(call_id)!r} is not 1-256 visible ASCII characters", tool=clip(name)
+            )
         definition = self._request.tool(name)
         if definition is None:
             raise ProviderUnknownTool(
-                f"call {call_id!r} names tool {name!r}, which the request did not offer",
-                tool=name,
+                f"call {call_id!r} names tool {clip(name)!r}, which the request did not offer",
+                tool=clip(name),
                 call_id=call_id,
             )
         return definition
 
     def finalize(self, *, name: str, call_id: str, arguments: str) -> FinalizedDecision:
         """Validate one completed call; each call id may be finalized once."""
-        if not call_id:
-            raise ProviderArgumentsInvalid("a function call has an empty call id", tool=name)
+        definition = self.known_tool(name, call_id=call_id)
         if call_id in self._seen_call_ids:
             raise ProviderDuplicateCallId(
                 f"call id {call_id!r} appears twice in one response", tool=name, call_id=call_id
             )
         self._seen_call_ids.add(call_id)
-        definition = self.known_tool(name, call_id=call_id)
         limit = self._request.limits.max_argument_bytes
         if len(arguments.encode("utf-8")) > limit:
             raise ProviderLimitExceeded(

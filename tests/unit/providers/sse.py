@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from openai import AsyncOpenAI
 
 from arvis.domain.definitions import ToolDefinition
-from arvis.providers.base import ModelRequest, ProviderLimits
+from arvis.providers import errors as e
+from arvis.providers.base import ModelRequest, ModelTurn, ProviderLimits
 from arvis.providers.openai import OpenAIProvider
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -284,3 +286,29 @@ def provider_for(
     server: Server | Callable[[httpx.Request], httpx.Response], *, max_retries: int = 0
 ) -> OpenAIProvider:
     return OpenAIProvider(client_for(server, max_retries=max_retries))
+
+
+async def fails_with(
+    events: list[Event] | bytes, error: type[e.ProviderError], request: ModelRequest | None = None
+) -> e.ProviderError:
+    """Run the stream to its end; it must raise ``error`` without yielding a turn."""
+    body = events if isinstance(events, bytes) else encode(events)
+    stream = await provider_for(Server(body)).stream(request or make_request())
+    seen = []
+    with pytest.raises(error) as caught:
+        async for event in stream:
+            seen.append(event)
+    await stream.aclose()
+    assert not any(isinstance(event, ModelTurn) for event in seen)
+    assert caught.type is error
+    return caught.value
+
+
+def one_call(
+    name: str = "weather.lookup", arguments: str = ARGS_LOOKUP, call_id: str = "call_a"
+) -> list[Event]:
+    return [
+        created(),
+        *call_events(0, name, call_id, arguments),
+        completed([call_item(0, name, call_id, arguments)]),
+    ]

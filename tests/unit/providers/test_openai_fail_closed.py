@@ -6,51 +6,25 @@ import httpx
 import pytest
 
 from arvis.providers import errors as e
-from arvis.providers.base import ModelRequest, ModelTurn
 from tests.unit.providers.sse import (
     ARGS_EMAIL,
     ARGS_LOOKUP,
     HAPPY_TEXT,
-    Event,
     Server,
     call_events,
     call_item,
     completed,
     created,
     encode,
+    fails_with,
     happy_events,
     make_request,
     message_events,
     message_item,
+    one_call,
     provider_for,
     sse_response,
 )
-
-
-async def fails_with(
-    events: list[Event] | bytes, error: type[e.ProviderError], request: ModelRequest | None = None
-) -> e.ProviderError:
-    """Run the stream to its end; it must raise ``error`` without yielding a turn."""
-    body = events if isinstance(events, bytes) else encode(events)
-    stream = await provider_for(Server(body)).stream(request or make_request())
-    seen = []
-    with pytest.raises(error) as caught:
-        async for event in stream:
-            seen.append(event)
-    await stream.aclose()
-    assert not any(isinstance(event, ModelTurn) for event in seen)
-    assert caught.type is error
-    return caught.value
-
-
-def one_call(
-    name: str = "weather.lookup", arguments: str = ARGS_LOOKUP, call_id: str = "call_a"
-) -> list[Event]:
-    return [
-        created(),
-        *call_events(0, name, call_id, arguments),
-        completed([call_item(0, name, call_id, arguments)]),
-    ]
 
 
 async def test_a_call_to_a_tool_the_request_did_not_offer_fails_closed() -> None:
