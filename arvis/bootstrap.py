@@ -1,15 +1,89 @@
 """The composition root: settings in, wired kernel out.
 
 Routes and the CLI get everything from the :class:`Kernel`; they never build
-their own pieces.
+their own pieces. Tests compose the same lifecycle with :func:`compose_lifecycle`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import socket
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
 
-from arvis.config import FileConfig, Settings, load_file_config, load_settings
+import httpx
+
+from arvis.config import Environment, FileConfig, Settings, load_file_config, load_settings
+from arvis.domain.clock import Clock
+from arvis.domain.ids import InstanceId
+from arvis.lifecycle.authorization import ToolAuthorizationService
+from arvis.lifecycle.clock import SystemClock
+from arvis.lifecycle.effects import EffectDispatcher
+from arvis.lifecycle.manager import DEFAULT_CONFIRMATION_TTL, ToolManager
+from arvis.lifecycle.outbox import IntentOutboxService
+from arvis.lifecycle.policy import RulePolicy, ToolPolicy, parse_policy_config
+from arvis.lifecycle.ports import AuditSink
+from arvis.lifecycle.replay import ReplayService
+from arvis.lifecycle.syscalls import SyscallHandler
+from arvis.store.audit import PgAuditSink, PgPlanStore
 from arvis.store.database import PgStore, resolve_database
+from arvis.tools.base import Tool
+from arvis.tools.dispatcher import ToolDispatcher
+from arvis.tools.layers import DispatchDecorator
+from arvis.tools.plans import StaticToolPlanSource
+from arvis.tools.registry import ToolHost, build_tool_set
+
+
+@dataclass
+class Lifecycle:
+    """The governed path, wired: what a syscall, an approver and an auditor use."""
+
+    plans: StaticToolPlanSource
+    handler: SyscallHandler
+    manager: ToolManager
+    replay: ReplayService
+    policy: ToolPolicy
+
+
+def compose_lifecycle(
+    *,
+    store: PgStore,
+    tools: Sequence[Tool],
+    policy: ToolPolicy | None = None,
+    clock: Clock | None = None,
+    instance_id: InstanceId | None = None,
+    decorators: Sequence[DispatchDecorator] = (),
+    audit_sink: AuditSink | None = None,
+    tool_timeout_s: float = 20.0,
+    confirmation_ttl: timedelta = DEFAULT_CONFIRMATION_TTL,
+    production: bool = False,
+) -> Lifecycle:
+    """Wire the lifecycle of DESIGN §2 around a store and a tool set."""
+    clock = clock or SystemClock()
+    instance_id = instance_id or new_instance_id()
+    policy = policy or RulePolicy()
+    dispatcher = ToolDispatcher(tools, decorators=decorators, default_deadline_s=tool_timeout_s)
+    plans = StaticToolPlanSource(dispatcher, store=PgPlanStore(store.engine))
+    manager = ToolManager(store, clock, instance_id, confirmation_ttl)
+    handler = SyscallHandler(
+        store=store,
+        plans=plans,
+        authorization=ToolAuthorizationService(policy, clock),
+        manager=manager,
+        outbox=IntentOutboxService(audit_sink or PgAuditSink(store.fingerprint), store.fingerprint),
+        effects=EffectDispatcher(instance_id, tool_timeout_s),
+        clock=clock,
+        instance_id=instance_id,
+        production=production,
+    )
+    return Lifecycle(
+        plans=plans, handler=handler, manager=manager, replay=ReplayService(store), policy=policy
+    )
+
+
+def new_instance_id() -> InstanceId:
+    return InstanceId(f"{socket.gethostname()}:{uuid.uuid4().hex[:12]}")
 
 
 @dataclass
@@ -19,15 +93,55 @@ class Kernel:
     settings: Settings
     file_config: FileConfig
     store: PgStore
+    lifecycle: Lifecycle
+    http: httpx.AsyncClient
+    instance_id: InstanceId
+    extras: dict[str, object] = field(default_factory=dict)
 
     async def close(self) -> None:
+        await self.lifecycle.handler.drain()
+        await self.http.aclose()
         await self.store.close()
 
 
+def load_tools(settings: Settings, file_config: FileConfig, http: httpx.AsyncClient) -> list[Tool]:
+    """The declared tool set: application factories over built-in fallbacks."""
+    return build_tool_set(settings, file_config, ToolHost.from_settings(settings, http))
+
+
 async def build_kernel(settings: Settings | None = None) -> Kernel:
-    """Wire a kernel. Starts the embedded PostgreSQL when no URL is configured."""
+    """Wire a kernel. Starts the embedded PostgreSQL when no URL is configured.
+
+    A broken ``arvis.toml`` or a contradictory tool stops here, before anything
+    is served.
+    """
     settings = settings or load_settings()
     file_config = load_file_config(settings)
-    target = resolve_database(settings.database_url, settings.data_dir)
-    store = await PgStore.open(target.url)
-    return Kernel(settings=settings, file_config=file_config, store=store)
+    http = httpx.AsyncClient(timeout=settings.tool_timeout_s)
+    try:
+        tools = load_tools(settings, file_config, http)
+        policy = RulePolicy(parse_policy_config(file_config.policy))
+        ttl_s = float(file_config.confirmations.get("ttl_s", DEFAULT_CONFIRMATION_TTL.seconds))
+        target = resolve_database(settings.database_url, settings.data_dir)
+        store = await PgStore.open(target.url)
+    except BaseException:
+        await http.aclose()
+        raise
+    instance_id = InstanceId(settings.instance_id) if settings.instance_id else new_instance_id()
+    lifecycle = compose_lifecycle(
+        store=store,
+        tools=tools,
+        policy=policy,
+        instance_id=instance_id,
+        tool_timeout_s=settings.tool_timeout_s,
+        confirmation_ttl=timedelta(seconds=ttl_s),
+        production=settings.env is Environment.PRODUCTION,
+    )
+    return Kernel(
+        settings=settings,
+        file_config=file_config,
+        store=store,
+        lifecycle=lifecycle,
+        http=http,
+        instance_id=instance_id,
+    )

@@ -57,3 +57,36 @@ class ForbiddenRoute(ArvisError):
             f"{route} is not a route to a tool body; submit a tool.execute syscall instead"
         )
         self.route = route
+
+
+# Storage failures, as the lifecycle sees them; arvis.store maps SQLSTATEs to these.
+
+
+class StoreError(ArvisError):
+    code = "store_error"
+
+
+class StoreUnavailable(StoreError):
+    """PostgreSQL cannot be reached or refuses connections right now."""
+
+    code = "store_unavailable"
+
+
+class SerializationConflict(StoreError):
+    code = "serialization_conflict"
+
+
+class IntegrityConflict(StoreError):
+    """A constraint refused the write; ``constraint`` names which."""
+
+    code = "integrity_conflict"
+
+    def __init__(self, message: str, constraint: str | None) -> None:
+        super().__init__(message)
+        self.constraint = constraint
+
+
+class SchemaNotReady(StoreError):
+    """The database is not at the revision this code expects."""
+
+    code = "schema_not_ready"

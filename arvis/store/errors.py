@@ -3,41 +3,24 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from sqlalchemy import exc as sa_exc
 
-from arvis.domain.errors import ArvisError
+from arvis.domain.errors import (
+    IntegrityConflict,
+    SchemaNotReady,
+    SerializationConflict,
+    StoreError,
+    StoreUnavailable,
+)
 
-
-class StoreError(ArvisError):
-    code: ClassVar[str] = "store_error"
-
-
-class StoreUnavailable(StoreError):
-    """PostgreSQL cannot be reached or refuses connections right now."""
-
-    code = "store_unavailable"
-
-
-class SerializationConflict(StoreError):
-    code = "serialization_conflict"
-
-
-class IntegrityConflict(StoreError):
-    """A constraint refused the write; ``constraint`` names which."""
-
-    code = "integrity_conflict"
-
-    def __init__(self, message: str, constraint: str | None) -> None:
-        super().__init__(message)
-        self.constraint = constraint
-
-
-class SchemaNotReady(StoreError):
-    """The database is not at the revision this code expects."""
-
-    code = "schema_not_ready"
+__all__ = [
+    "IntegrityConflict",
+    "SchemaNotReady",
+    "SerializationConflict",
+    "StoreError",
+    "StoreUnavailable",
+    "translate",
+]
 
 
 # Connection exceptions (08), insufficient resources (53), operator intervention (57).

@@ -7,22 +7,33 @@ error from :mod:`arvis.store.errors`.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import random
-from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Self, TypeVar
+from typing import Self
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncTransaction
 
-from arvis.store.errors import SerializationConflict, StoreUnavailable, translate
-
-T = TypeVar("T")
+from arvis.store.errors import translate
+from arvis.store.repositories import (
+    PgActionRepository,
+    PgCapabilityRepository,
+    PgConfirmationRepository,
+    PgIntentRepository,
+    PgJournalRepository,
+    PgRunRepository,
+)
 
 
 class PgUnitOfWork:
-    """One PostgreSQL transaction on one pooled connection."""
+    """One PostgreSQL transaction on one pooled connection, with the lifecycle's
+    repositories bound to it."""
+
+    runs: PgRunRepository
+    actions: PgActionRepository
+    capabilities: PgCapabilityRepository
+    intents: PgIntentRepository
+    confirmations: PgConfirmationRepository
+    journal: PgJournalRepository
 
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
@@ -46,6 +57,13 @@ class PgUnitOfWork:
             if domain is not None:
                 raise domain from exc
             raise
+        conn = self._connection
+        self.runs = PgRunRepository(conn)
+        self.actions = PgActionRepository(conn)
+        self.capabilities = PgCapabilityRepository(conn)
+        self.intents = PgIntentRepository(conn)
+        self.confirmations = PgConfirmationRepository(conn)
+        self.journal = PgJournalRepository(conn)
         return self
 
     async def commit(self) -> None:
@@ -85,26 +103,3 @@ class PgUnitOfWork:
             with contextlib.suppress(Exception):
                 await self._connection.close()
             self._connection = None
-
-
-async def retry_transaction(
-    step: Callable[[], Awaitable[T]],
-    *,
-    attempts: int = 4,
-    base_delay_s: float = 0.02,
-    on: tuple[type[Exception], ...] = (StoreUnavailable, SerializationConflict),
-) -> T:
-    """Run a whole transactional step again on connection or serialization failures.
-
-    The step must take its ids and timestamps from outside, so a retry repeats
-    the same logical write.
-    """
-    for attempt in range(1, attempts + 1):
-        try:
-            return await step()
-        except on:
-            if attempt == attempts:
-                raise
-            # Full jitter: spreads retries of many clients hitting one restart.
-            await asyncio.sleep(random.uniform(0, base_delay_s * 2**attempt))
-    raise AssertionError("unreachable")  # pragma: no cover

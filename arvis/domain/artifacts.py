@@ -1,0 +1,118 @@
+"""Intents, audit receipts and the journal's hash chain (DESIGN §1, §5)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from arvis.domain.canonical import canonical_bytes, sha256_hex
+from arvis.domain.context import AuthorizedEffectContext
+from arvis.domain.ids import (
+    CapabilityId,
+    ConfirmationId,
+    IdempotencyKey,
+    IntentId,
+    PlanId,
+)
+from arvis.domain.payload import FrozenEffectPayload
+
+GENESIS_HASH = "0" * 64
+"""``prev_hash`` of a run's first journal entry."""
+
+
+class Intent(BaseModel):
+    """The exact invocation about to run, committed before dispatch."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    intent_id: IntentId
+    context: AuthorizedEffectContext
+    tool: str
+    plan_id: PlanId
+    payload: FrozenEffectPayload
+    idempotency_key: IdempotencyKey
+    attempt: int = Field(ge=1)
+    capability_id: CapabilityId
+    confirmation_id: ConfirmationId | None = None
+
+    @property
+    def commitment(self) -> str:
+        """SHA-256 over the canonical intent: what the receipt must name."""
+        return sha256_hex(
+            canonical_bytes(
+                {
+                    "intent_id": self.intent_id,
+                    "tenant_id": self.context.tenant_id,
+                    "run_id": self.context.run_id,
+                    "causal_id": self.context.causal_id,
+                    "principal_id": self.context.principal_id,
+                    "tool": self.tool,
+                    "plan_id": self.plan_id,
+                    "payload_digest": self.payload.digest,
+                    "idempotency_key": self.idempotency_key,
+                    "attempt": self.attempt,
+                    "capability_id": self.capability_id,
+                }
+            )
+        )
+
+
+class AuditReceipt(BaseModel):
+    """What a qualified audit sink answers for an intent it durably recorded."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    intent_commitment: str
+    run_id: str
+    causal_id: str
+    position: int
+    store_fingerprint: str
+
+
+def as_utc(moment: datetime) -> datetime:
+    if moment.tzinfo is None:
+        raise ValueError("journal timestamps must be timezone-aware")
+    return moment.astimezone(UTC)
+
+
+def entry_hash(
+    *,
+    tenant_id: str,
+    run_id: str,
+    position: int,
+    kind: str,
+    causal_id: str,
+    idempotency_key: str,
+    attempt: int | None,
+    intent_id: str | None,
+    boundary: str | None,
+    body: Any,
+    prev_hash: str,
+    recorded_at: datetime,
+) -> str:
+    """The chain hash of one journal entry: SHA-256 over its canonical fields.
+
+    Every field an auditor relies on is inside the hash, the previous entry's
+    hash included, so changing, removing or reordering any entry breaks the
+    chain at that entry.
+    """
+    return sha256_hex(
+        canonical_bytes(
+            {
+                "tenant_id": tenant_id,
+                "run_id": run_id,
+                "position": position,
+                "kind": kind,
+                "causal_id": causal_id,
+                "idempotency_key": idempotency_key,
+                "attempt": attempt,
+                "intent_id": intent_id,
+                "boundary": boundary,
+                "body": body,
+                "prev_hash": prev_hash,
+                "recorded_at": as_utc(recorded_at).isoformat(timespec="microseconds"),
+            }
+        )
+    )

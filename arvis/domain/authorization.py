@@ -1,0 +1,107 @@
+"""Authorization outcomes (DESIGN §1): an immutable snapshot, or a typed denial."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from arvis.domain.context import AuthorizedEffectContext
+from arvis.domain.ids import CapabilityId, ConfirmationId, IdempotencyKey
+
+
+class DenialReason(StrEnum):
+    """Stable reason codes of a refusal; clients may branch on them."""
+
+    UNKNOWN_TOOL = "unknown_tool"
+    PAYLOAD_INVALID = "payload_invalid"
+    POLICY_DENIED = "policy_denied"
+    CAPABILITY_DENIED = "capability_denied"
+    EGRESS_DENIED = "egress_denied"
+    CONFIRMATION_DENIED = "confirmation_denied"
+    CONFIRMATION_EXPIRED = "confirmation_expired"
+    IDENTITY_MISMATCH = "identity_mismatch"
+    RETRY_NOT_ADVISED = "retry_not_advised"
+    RETRY_PROHIBITED_UNCERTAIN = "retry_prohibited_uncertain"
+    CAUSAL_ID_CONFLICT = "causal_id_conflict"
+    PLAN_UNAVAILABLE = "plan_unavailable"
+
+    @property
+    def is_attempt(self) -> bool:
+        """Whether this refusal is an attempt of the action.
+
+        Refusals about the decision itself (policy, schema, consent) are attempts:
+        a later retry is admitted afresh. Refusals that apply the retry table, or
+        that name another decision, are not: they must not reset what the table saw.
+        """
+        return self not in _NOT_ATTEMPTS
+
+
+_NOT_ATTEMPTS = frozenset(
+    {
+        DenialReason.RETRY_NOT_ADVISED,
+        DenialReason.RETRY_PROHIBITED_UNCERTAIN,
+        DenialReason.CAUSAL_ID_CONFLICT,
+    }
+)
+
+
+class PolicyDecision(BaseModel):
+    """What a ToolPolicy said, and which policy said it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    allowed: bool
+    reason: DenialReason | None = None
+    detail: str = ""
+    consent_required: bool = False
+    policy_version: str
+    policy_digest: str
+
+
+class DenialSnapshot(BaseModel):
+    """Why a decision was refused. Immutable; journaled with the refusal."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    reason: DenialReason
+    detail: str
+    tool: str
+    idempotency_key: IdempotencyKey
+    policy_version: str | None = None
+    policy_digest: str | None = None
+
+
+class AuthorizationSnapshot(BaseModel):
+    """Everything that was decided for one attempt, sealed before anything is minted."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    context: AuthorizedEffectContext
+    tool: str
+    definition_fingerprint: str
+    payload_digest: str
+    idempotency_key: IdempotencyKey
+    attempt: int
+    policy_version: str
+    policy_digest: str
+    confirmation_id: ConfirmationId | None = None
+
+
+class Authorized(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["authorized"] = "authorized"
+    snapshot: AuthorizationSnapshot
+    capability_id: CapabilityId
+
+
+class Denied(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["denied"] = "denied"
+    denial: DenialSnapshot
+
+
+ToolAuthorizationOutcome = Authorized | Denied

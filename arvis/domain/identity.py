@@ -1,0 +1,40 @@
+"""Who is calling: the trusted identity an adapter established for a request."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from arvis.domain.ids import PrincipalId, TenantId
+
+AuthMethod = Literal["api_key", "development", "anonymous"]
+Role = Literal["agent", "approver", "auditor", "admin"]
+
+
+class Identity(BaseModel):
+    """A principal of one tenant, how it authenticated, and its roles.
+
+    Built by an adapter (the HTTP layer from an API key, the CLI for an operator),
+    never from anything the caller claims about itself.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tenant_id: TenantId = Field(min_length=1)
+    principal_id: PrincipalId = Field(min_length=1)
+    method: AuthMethod
+    key_id: str | None = None
+    """The API key's public id; never its secret."""
+    roles: tuple[Role, ...] = ()
+
+    def has_role(self, role: Role) -> bool:
+        return role in self.roles or "admin" in self.roles
+
+    def same_principal(self, tenant_id: str, principal_id: str) -> bool:
+        """True when this identity is the principal a sealed context names.
+
+        Keys may rotate between consent and resumption, so the key id is not
+        compared; tenant and principal are.
+        """
+        return self.tenant_id == tenant_id and self.principal_id == principal_id

@@ -1,0 +1,55 @@
+"""Errors the lifecycle raises to its callers (not refusals: those are results)."""
+
+from __future__ import annotations
+
+from arvis.domain.errors import ArvisError
+
+
+class AttemptInFlight(ArvisError):
+    """An attempt of this idempotency key is running right now (DESIGN §4)."""
+
+    code = "attempt_in_flight"
+
+    def __init__(self, idempotency_key: str) -> None:
+        super().__init__("an attempt of this action is in flight; ask again once it has settled")
+        self.idempotency_key = idempotency_key
+
+
+class IdentityRefused(ArvisError):
+    """The caller's identity is not acceptable in this environment."""
+
+    code = "unauthenticated"
+
+
+class AuditSinkFailure(ArvisError):
+    """The audit sink raised or answered an invalid receipt: nothing was run."""
+
+    code = "audit_unavailable"
+
+
+class InvalidReceipt(AuditSinkFailure):
+    code = "audit_receipt_invalid"
+
+
+class CapabilityError(ArvisError):
+    """A capability transition that must succeed did not (zero rows changed)."""
+
+    code = "capability_state_conflict"
+
+
+class JournalConflict(ArvisError):
+    """A different result is already journaled for this attempt."""
+
+    code = "journal_conflict"
+
+
+class NotFound(ArvisError):
+    """No such object for this tenant (another tenant's objects included)."""
+
+    code = "not_found"
+
+
+class ConfirmationStateConflict(ArvisError):
+    """The confirmation is not in a state that allows this transition."""
+
+    code = "conflict"

@@ -1,0 +1,90 @@
+"""What a syscall answers, and how journal entries turn back into answers."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from arvis.domain.boundary import EffectBoundary
+from arvis.domain.decisions import ActionDecision
+from arvis.lifecycle.ports import JournalEntry
+
+ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
+
+Outcome = Literal["executed", "deduplicated", "refused", "confirmation_required"]
+
+
+class Syscall(BaseModel):
+    """A request from the cognitive pipeline. ``tool.execute`` is the only one."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: Literal["tool.execute"]
+    run_id: str = Field(pattern=ID_PATTERN)
+    causal_id: str = Field(pattern=ID_PATTERN)
+    """Names one decision of the run, for ever; retries reuse it."""
+    decision: ActionDecision
+
+
+class Receipt(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    position: int
+    intent_commitment: str
+    store_fingerprint: str
+
+
+class ConfirmationRef(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    state: str
+
+
+class SyscallResult(BaseModel):
+    """The answer to every syscall that reached governance."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    outcome: Outcome
+    boundary: EffectBoundary | None
+    result: JsonValue = None
+    """The tool's JSON result, when it completed without a problem."""
+    problem: dict[str, Any] | None = None
+    """A tool problem result or a classified failure: ``code``, ``detail`` and more."""
+    reason: str | None = None
+    """The denial code when refused."""
+    detail: str | None = None
+    idempotency_key: str
+    attempt: int | None = None
+    run_id: str
+    causal_id: str
+    receipt: Receipt | None = None
+    journal_position: int | None = None
+    confirmation: ConfirmationRef | None = None
+    audit_incomplete: bool = False
+
+
+def result_from_entry(
+    entry: JournalEntry, *, outcome: Outcome | None = None, audit_incomplete: bool = False
+) -> SyscallResult:
+    """Rebuild the answer that an entry recorded, without running anything."""
+    body = entry.body
+    receipt = body.get("receipt")
+    recorded: Outcome = "refused" if entry.kind == "refusal" else "executed"
+    return SyscallResult(
+        outcome=outcome or recorded,
+        boundary=None if entry.boundary is None else EffectBoundary(entry.boundary),
+        result=body.get("result"),
+        problem=body.get("problem"),
+        reason=body.get("reason"),
+        detail=body.get("detail"),
+        idempotency_key=entry.idempotency_key,
+        attempt=entry.attempt,
+        run_id=entry.run_id,
+        causal_id=entry.causal_id,
+        receipt=None if receipt is None else Receipt.model_validate(receipt),
+        journal_position=entry.position,
+        audit_incomplete=audit_incomplete,
+    )

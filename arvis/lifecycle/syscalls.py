@@ -1,0 +1,527 @@
+"""SyscallHandler: the only route to a tool body (DESIGN §2).
+
+One ``tool.execute`` on the happy path is two commits around the tool body:
+admission (authorize, mint, intent + receipt, activate, consume) and journal
+(classify, append to the run's chain, settle). Refusals and consent requests
+commit once and run nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from arvis.domain.artifacts import AuditReceipt, Intent
+from arvis.domain.authorization import Authorized, DenialReason, DenialSnapshot
+from arvis.domain.boundary import EffectBoundary
+from arvis.domain.clock import Clock
+from arvis.domain.errors import StoreError
+from arvis.domain.identity import Identity
+from arvis.domain.ids import (
+    CapabilityId,
+    CausalId,
+    ConfirmationId,
+    InstanceId,
+    IntentId,
+    PlanId,
+    RunId,
+    TenantId,
+)
+from arvis.domain.payload import FrozenEffectPayload, freeze_payload
+from arvis.lifecycle import journal
+from arvis.lifecycle.authorization import (
+    AdmissionRequest,
+    AwaitConsent,
+    Deduplicated,
+    InFlight,
+    Proceed,
+    Refuse,
+    ToolAuthorizationService,
+)
+from arvis.lifecycle.effects import EffectDispatcher
+from arvis.lifecycle.errors import AttemptInFlight, CapabilityError, IdentityRefused
+from arvis.lifecycle.manager import ToolManager
+from arvis.lifecycle.outbox import IntentOutboxService
+from arvis.lifecycle.ports import (
+    CausalIdConflict,
+    JournalEntry,
+    LifecycleStore,
+    LifecycleUnitOfWork,
+)
+from arvis.lifecycle.results import (
+    ConfirmationRef,
+    Receipt,
+    Syscall,
+    SyscallResult,
+    result_from_entry,
+)
+from arvis.lifecycle.retry import retry_transaction
+from arvis.tools.errors import PlanError
+from arvis.tools.outcome import DispatchOutcome
+from arvis.tools.plans import PlanLease, ToolPlanSource, lease_plan
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class _Ids:
+    """Taken once per syscall, outside any retry, so a retried step writes the same rows."""
+
+    capability: CapabilityId
+    intent: IntentId
+    confirmation: ConfirmationId
+
+    @classmethod
+    def fresh(cls) -> _Ids:
+        return cls(
+            CapabilityId(f"cap_{uuid.uuid4().hex}"),
+            IntentId(f"int_{uuid.uuid4().hex}"),
+            ConfirmationId(f"cnf_{uuid.uuid4().hex}"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Admitted:
+    intent: Intent
+    receipt: AuditReceipt
+    lease: PlanLease
+
+
+class SyscallHandler:
+    def __init__(
+        self,
+        *,
+        store: LifecycleStore,
+        plans: ToolPlanSource,
+        authorization: ToolAuthorizationService,
+        manager: ToolManager,
+        outbox: IntentOutboxService,
+        effects: EffectDispatcher,
+        clock: Clock,
+        instance_id: InstanceId,
+        production: bool = False,
+        journal_attempts: int = 5,
+    ) -> None:
+        self.store = store
+        self.plans = plans
+        self.authorization = authorization
+        self.manager = manager
+        self.outbox = outbox
+        self.effects = effects
+        self.clock = clock
+        self.instance_id = instance_id
+        self.production = production
+        self.journal_attempts = journal_attempts
+        self._late: set[asyncio.Task[None]] = set()
+
+    async def handle(self, syscall: Syscall, identity: Identity) -> SyscallResult:
+        """Govern one ``tool.execute``. Raises only for what is not a governed outcome:
+        a refused identity, a payload that is not JSON, an attempt in flight, or an
+        unavailable store or audit sink (in which case nothing ran)."""
+        self._require_identity(identity)
+        payload = freeze_payload(syscall.decision.payload)
+        ids = _Ids.fresh()
+        try:
+            step = await retry_transaction(lambda: self._admit(syscall, identity, payload, ids))
+        except CausalIdConflict as exc:
+            conflict = exc
+            return await retry_transaction(
+                lambda: self._refuse_causal_conflict(syscall, identity, payload, conflict)
+            )
+        if isinstance(step, SyscallResult):
+            return step
+        try:
+            outcome = await self.effects.dispatch(step.lease.plan.dispatcher, step.intent)
+        finally:
+            step.lease.release()
+        return await self._settle(step, outcome)
+
+    def _require_identity(self, identity: Identity) -> None:
+        if self.production and identity.method != "api_key":
+            raise IdentityRefused(
+                f"{identity.method} identities are refused when ARVIS_ENV=production"
+            )
+
+    # -- admission (transaction 1) ------------------------------------------
+
+    async def _admit(
+        self, syscall: Syscall, identity: Identity, payload: FrozenEffectPayload, ids: _Ids
+    ) -> SyscallResult | _Admitted:
+        tenant = identity.tenant_id
+        run_id = RunId(syscall.run_id)
+        lease: PlanLease | None = None
+        async with self.store.unit_of_work() as uow:
+            run = await uow.runs.get(tenant, run_id)
+            try:
+                if run is None:
+                    lease = await lease_plan(self.plans)
+                    run = await uow.runs.create(tenant, run_id, lease.plan.plan_id)
+                if lease is None or lease.plan.plan_id != run.plan_id:
+                    if lease is not None:
+                        lease.release()
+                    lease = await lease_plan(self.plans, run.plan_id)
+            except PlanError as exc:
+                if run is None:
+                    raise
+                log.warning("plan %s unavailable for run %s: %s", run.plan_id, run_id, exc)
+                lease = None
+            try:
+                result = await self._authorize_and_record(
+                    uow, syscall, identity, payload, ids, run.plan_id, lease
+                )
+            except BaseException:
+                if lease is not None:
+                    lease.release()
+                raise
+            if not isinstance(result, _Admitted) and lease is not None:
+                lease.release()
+            return result
+
+    async def _authorize_and_record(
+        self,
+        uow: LifecycleUnitOfWork,
+        syscall: Syscall,
+        identity: Identity,
+        payload: FrozenEffectPayload,
+        ids: _Ids,
+        plan_id: PlanId,
+        lease: PlanLease | None,
+    ) -> SyscallResult | _Admitted:
+        request = AdmissionRequest(
+            identity=identity,
+            run_id=RunId(syscall.run_id),
+            causal_id=CausalId(syscall.causal_id),
+            tool=syscall.decision.tool,
+            payload=payload,
+            plan=None if lease is None else lease.plan,
+            plan_id=plan_id,
+            instance_id=self.instance_id,
+        )
+        step = await self.authorization.authorize(uow, request)
+        if isinstance(step, InFlight):
+            raise AttemptInFlight(step.action.idempotency_key)
+        if isinstance(step, Deduplicated):
+            return await self._deduplicated(uow, identity, step)
+        if isinstance(step, AwaitConsent):
+            confirmation = await self.manager.request_confirmation(
+                uow, step, payload, ids.confirmation
+            )
+            await uow.commit()
+            return SyscallResult(
+                outcome="confirmation_required",
+                boundary=None,
+                detail="this action needs an approver's consent; re-post it once approved",
+                idempotency_key=step.action.idempotency_key,
+                run_id=syscall.run_id,
+                causal_id=syscall.causal_id,
+                confirmation=ConfirmationRef(
+                    id=confirmation.confirmation_id, state=confirmation.state
+                ),
+            )
+        if isinstance(step, Refuse):
+            return await self._refuse(uow, request, step.denial, step.attempt)
+        return await self._mint_and_record(uow, request, step, ids, plan_id, payload, lease)
+
+    async def _mint_and_record(
+        self,
+        uow: LifecycleUnitOfWork,
+        request: AdmissionRequest,
+        step: Proceed,
+        ids: _Ids,
+        plan_id: PlanId,
+        payload: FrozenEffectPayload,
+        lease: PlanLease | None,
+    ) -> SyscallResult | _Admitted:
+        assert lease is not None
+        outcome = await self.manager.authorize(uow, step, ids.capability)
+        self._validate(outcome)
+        snapshot = outcome.snapshot
+        tenant = snapshot.context.tenant_id
+        if step.confirmation is not None and not request.identity.same_principal(
+            step.confirmation.context.get("tenant_id", ""),
+            step.confirmation.context.get("principal_id", ""),
+        ):
+            # The resumed consent was sealed for someone else: stop before any intent.
+            await self.manager.revoke(uow, tenant, outcome.capability_id, "identity_mismatch")
+            await self.manager.release(uow, tenant, step.confirmation.confirmation_id)
+            denial = DenialSnapshot(
+                reason=DenialReason.IDENTITY_MISMATCH,
+                detail="the caller is not the principal the confirmation was requested for",
+                tool=request.tool,
+                idempotency_key=snapshot.idempotency_key,
+                policy_version=snapshot.policy_version,
+                policy_digest=snapshot.policy_digest,
+            )
+            return await self._refuse(uow, request, denial, snapshot.attempt)
+        intent = Intent(
+            intent_id=ids.intent,
+            context=snapshot.context,
+            tool=snapshot.tool,
+            plan_id=plan_id,
+            payload=payload,
+            idempotency_key=snapshot.idempotency_key,
+            attempt=snapshot.attempt,
+            capability_id=outcome.capability_id,
+            confirmation_id=snapshot.confirmation_id,
+        )
+        receipt = await self.outbox.record(uow, intent)
+        await self.effects.activate_and_consume(uow, intent, receipt)
+        await uow.actions.begin_attempt(tenant, snapshot.idempotency_key, snapshot.attempt)
+        await uow.commit()
+        return _Admitted(intent, receipt, lease)
+
+    def _validate(self, outcome: Authorized) -> None:
+        if not outcome.capability_id or not self.manager.owns(outcome.capability_id):
+            raise CapabilityError("the capability was not minted by this manager")
+
+    async def _deduplicated(
+        self, uow: LifecycleUnitOfWork, identity: Identity, step: Deduplicated
+    ) -> SyscallResult:
+        assert step.action.last_position is not None
+        entry = await uow.journal.at(
+            identity.tenant_id, step.action.run_id, step.action.last_position
+        )
+        run = await uow.runs.get(identity.tenant_id, step.action.run_id)
+        assert entry is not None
+        assert run is not None
+        return result_from_entry(
+            entry, outcome="deduplicated", audit_incomplete=run.audit_incomplete
+        )
+
+    async def _refuse(
+        self,
+        uow: LifecycleUnitOfWork,
+        request: AdmissionRequest,
+        denial: DenialSnapshot,
+        attempt: int | None,
+    ) -> SyscallResult:
+        tenant = request.identity.tenant_id
+        body: dict[str, Any] = {
+            "tool": request.tool,
+            "plan_id": request.plan_id,
+            "payload_digest": request.payload.digest,
+            "principal_id": request.identity.principal_id,
+            "reason": denial.reason.value,
+            "detail": denial.detail,
+            "denial": denial.model_dump(mode="json"),
+        }
+        entry = await journal.append(
+            uow,
+            tenant_id=tenant,
+            run_id=request.run_id,
+            kind="refusal",
+            causal_id=request.causal_id,
+            idempotency_key=denial.idempotency_key,
+            attempt=attempt,
+            intent_id=None,
+            boundary=EffectBoundary.PRE_EFFECT_REFUSAL.value,
+            body=body,
+            recorded_at=self.clock.now(),
+        )
+        if attempt is not None:
+            await uow.actions.record_refusal(
+                tenant, denial.idempotency_key, attempt, entry.position
+            )
+        await uow.commit()
+        return result_from_entry(entry)
+
+    async def _refuse_causal_conflict(
+        self,
+        syscall: Syscall,
+        identity: Identity,
+        payload: FrozenEffectPayload,
+        conflict: CausalIdConflict,
+    ) -> SyscallResult:
+        request = AdmissionRequest(
+            identity=identity,
+            run_id=RunId(syscall.run_id),
+            causal_id=CausalId(syscall.causal_id),
+            tool=syscall.decision.tool,
+            payload=payload,
+            plan=None,
+            plan_id=PlanId(""),
+            instance_id=self.instance_id,
+        )
+        denial = DenialSnapshot(
+            reason=DenialReason.CAUSAL_ID_CONFLICT,
+            detail=conflict.message,
+            tool=request.tool,
+            idempotency_key=request.idempotency_key,
+        )
+        async with self.store.unit_of_work() as uow:
+            return await self._refuse(uow, request, denial, None)
+
+    # -- journal (transaction 2) ----------------------------------------------
+
+    async def _settle(self, admitted: _Admitted, outcome: DispatchOutcome) -> SyscallResult:
+        intent = admitted.intent
+        boundary = outcome.boundary
+        body = _execution_body(admitted, outcome)
+        recorded_at = self.clock.now()
+        try:
+            entry = await retry_transaction(
+                lambda: self._journal(intent, outcome, boundary, body, recorded_at),
+                attempts=self.journal_attempts,
+            )
+        except StoreError:
+            log.error(
+                "journal unreachable after dispatch; result of intent %s is held for later",
+                intent.intent_id,
+            )
+            self._journal_later(admitted, outcome, body, recorded_at)
+            return _unjournaled_result(admitted, outcome, body)
+        return result_from_entry(entry)
+
+    async def _journal(
+        self,
+        intent: Intent,
+        outcome: DispatchOutcome,
+        boundary: EffectBoundary,
+        body: dict[str, Any],
+        recorded_at: Any,
+    ) -> JournalEntry:
+        context = intent.context
+        async with self.store.unit_of_work() as uow:
+            entry = await journal.append(
+                uow,
+                tenant_id=context.tenant_id,
+                run_id=context.run_id,
+                kind="execution",
+                causal_id=context.causal_id,
+                idempotency_key=intent.idempotency_key,
+                attempt=intent.attempt,
+                intent_id=intent.intent_id,
+                boundary=boundary.value,
+                body=body,
+                recorded_at=recorded_at,
+            )
+            await uow.intents.settle(context.tenant_id, intent.intent_id, boundary)
+            retryable = outcome.failure.retryable if outcome.failure is not None else False
+            await uow.actions.settle(
+                context.tenant_id,
+                intent.idempotency_key,
+                intent.attempt,
+                boundary,
+                retryable,
+                entry.position,
+            )
+            if intent.confirmation_id is not None:
+                await self.manager.settle_confirmation(
+                    uow,
+                    context.tenant_id,
+                    intent.confirmation_id,
+                    effect_may_have_started=not boundary.retry_is_free,
+                )
+            await uow.commit()
+        return entry
+
+    def _journal_later(
+        self,
+        admitted: _Admitted,
+        outcome: DispatchOutcome,
+        body: dict[str, Any],
+        recorded_at: Any,
+    ) -> None:
+        task = asyncio.create_task(self._journal_when_back(admitted, outcome, body, recorded_at))
+        self._late.add(task)
+        task.add_done_callback(self._late.discard)
+
+    async def _journal_when_back(
+        self,
+        admitted: _Admitted,
+        outcome: DispatchOutcome,
+        body: dict[str, Any],
+        recorded_at: Any,
+    ) -> None:
+        """Journal a held result once the store answers, and flag the run: the caller
+        was told the run is audit-incomplete, and that must stay visible."""
+        intent = admitted.intent
+        context = intent.context
+        delay = 0.5
+        while True:
+            try:
+                await self._journal(intent, outcome, outcome.boundary, body, recorded_at)
+            except StoreError:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+                continue
+            except Exception:
+                log.exception("held result of intent %s could not be journaled", intent.intent_id)
+            break
+        try:
+            await retry_transaction(lambda: self._flag(context.tenant_id, context.run_id))
+        except StoreError:
+            log.error("run %s could not be flagged audit-incomplete", context.run_id)
+
+    async def _flag(self, tenant_id: TenantId, run_id: RunId) -> None:
+        async with self.store.unit_of_work() as uow:
+            await uow.runs.flag_audit_incomplete(
+                TenantId(tenant_id), RunId(run_id), "result journaled late after a store outage"
+            )
+            await uow.commit()
+
+    async def drain(self, timeout_s: float = 10.0) -> None:
+        """Wait for held results to be journaled (at shutdown)."""
+        if self._late:
+            await asyncio.wait(set(self._late), timeout=timeout_s)
+
+
+def _execution_body(admitted: _Admitted, outcome: DispatchOutcome) -> dict[str, Any]:
+    intent = admitted.intent
+    receipt = admitted.receipt
+    body: dict[str, Any] = {
+        "tool": intent.tool,
+        "plan_id": intent.plan_id,
+        "payload_digest": intent.payload.digest,
+        "principal_id": intent.context.principal_id,
+        "capability_id": intent.capability_id,
+        "confirmation_id": intent.confirmation_id,
+        "receipt": Receipt(
+            position=receipt.position,
+            intent_commitment=receipt.intent_commitment,
+            store_fingerprint=receipt.store_fingerprint,
+        ).model_dump(),
+        "result": None,
+        "problem": None,
+        "retryable": False,
+    }
+    if outcome.result is not None:
+        problem = outcome.result.problem
+        if problem is None:
+            body["result"] = outcome.result.value
+        else:
+            body["problem"] = problem.model_dump()
+    else:
+        assert outcome.failure is not None
+        failure = outcome.failure
+        body["problem"] = {
+            "code": failure.code,
+            "detail": failure.message,
+            "effect_started": failure.effect_started,
+            "retryable": failure.retryable,
+        }
+        body["retryable"] = failure.retryable
+    return body
+
+
+def _unjournaled_result(
+    admitted: _Admitted, outcome: DispatchOutcome, body: dict[str, Any]
+) -> SyscallResult:
+    intent = admitted.intent
+    return SyscallResult(
+        outcome="executed",
+        boundary=outcome.boundary,
+        result=body["result"],
+        problem=body["problem"],
+        detail="the result could not be journaled yet; the run is flagged audit-incomplete",
+        idempotency_key=intent.idempotency_key,
+        attempt=intent.attempt,
+        run_id=intent.context.run_id,
+        causal_id=intent.context.causal_id,
+        receipt=Receipt.model_validate(body["receipt"]),
+        journal_position=None,
+        audit_incomplete=True,
+    )

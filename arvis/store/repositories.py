@@ -1,0 +1,541 @@
+"""The lifecycle's repositories on PostgreSQL: one statement per method.
+
+Plain SQL through SQLAlchemy Core on the unit of work's connection: no ORM
+identity map, no lazy loads, nothing between the lifecycle and the statement.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from arvis.domain.boundary import EffectBoundary
+from arvis.domain.ids import (
+    CapabilityId,
+    ConfirmationId,
+    IdempotencyKey,
+    IntentId,
+    PlanId,
+    RunId,
+    TenantId,
+)
+from arvis.lifecycle.ports import (
+    ActionRecord,
+    CausalIdConflict,
+    ConfirmationRecord,
+    JournalEntry,
+    RunRecord,
+    UnsettledIntent,
+)
+
+GENESIS = "0" * 64
+
+
+class _Repository:
+    def __init__(self, connection: AsyncConnection) -> None:
+        self._c = connection
+
+    async def _one(self, sql: str, **params: Any) -> RowMapping | None:
+        result = await self._c.execute(text(sql), params)
+        return result.mappings().first()
+
+    async def _all(self, sql: str, **params: Any) -> list[RowMapping]:
+        result = await self._c.execute(text(sql), params)
+        return list(result.mappings().all())
+
+    async def _count(self, sql: str, **params: Any) -> int:
+        result = await self._c.execute(text(sql), params)
+        return int(result.rowcount)
+
+
+def _constraint(exc: IntegrityError) -> str | None:
+    diag = getattr(exc.orig, "diag", None)
+    name = getattr(diag, "constraint_name", None)
+    return name if isinstance(name, str) else None
+
+
+def _run(row: RowMapping) -> RunRecord:
+    return RunRecord(
+        tenant_id=row["tenant_id"],
+        run_id=row["run_id"],
+        plan_id=row["plan_id"],
+        journal_length=row["journal_length"],
+        journal_head=row["journal_head"],
+        audit_incomplete=row["audit_incomplete"],
+    )
+
+
+_RUN_COLUMNS = "tenant_id, run_id, plan_id, journal_length, journal_head, audit_incomplete"
+
+
+class PgRunRepository(_Repository):
+    async def get(self, tenant_id: TenantId, run_id: RunId) -> RunRecord | None:
+        row = await self._one(
+            f"SELECT {_RUN_COLUMNS} FROM runs WHERE tenant_id = :t AND run_id = :r",
+            t=tenant_id,
+            r=run_id,
+        )
+        return None if row is None else _run(row)
+
+    async def create(self, tenant_id: TenantId, run_id: RunId, plan_id: PlanId) -> RunRecord:
+        row = await self._one(
+            "INSERT INTO runs (tenant_id, run_id, plan_id, journal_head) "
+            "VALUES (:t, :r, :p, :g) ON CONFLICT (tenant_id, run_id) DO NOTHING "
+            f"RETURNING {_RUN_COLUMNS}",
+            t=tenant_id,
+            r=run_id,
+            p=plan_id,
+            g=GENESIS,
+        )
+        if row is None:  # created concurrently: the first binding wins
+            existing = await self.get(tenant_id, run_id)
+            assert existing is not None
+            return existing
+        return _run(row)
+
+    async def lock(self, tenant_id: TenantId, run_id: RunId) -> RunRecord:
+        row = await self._one(
+            f"SELECT {_RUN_COLUMNS} FROM runs WHERE tenant_id = :t AND run_id = :r FOR UPDATE",
+            t=tenant_id,
+            r=run_id,
+        )
+        if row is None:
+            raise LookupError(f"run {run_id} does not exist")
+        return _run(row)
+
+    async def advance(self, tenant_id: TenantId, run_id: RunId, length: int, head: str) -> None:
+        await self._c.execute(
+            text(
+                "UPDATE runs SET journal_length = :n, journal_head = :h "
+                "WHERE tenant_id = :t AND run_id = :r"
+            ),
+            {"n": length, "h": head, "t": tenant_id, "r": run_id},
+        )
+
+    async def flag_audit_incomplete(self, tenant_id: TenantId, run_id: RunId, reason: str) -> None:
+        await self._c.execute(
+            text(
+                "UPDATE runs SET audit_incomplete = true, audit_incomplete_reason = "
+                "coalesce(audit_incomplete_reason || '; ', '') || :why "
+                "WHERE tenant_id = :t AND run_id = :r"
+            ),
+            {"why": reason, "t": tenant_id, "r": run_id},
+        )
+
+
+def _action(row: RowMapping) -> ActionRecord:
+    boundary = row["last_boundary"]
+    return ActionRecord(
+        idempotency_key=row["idempotency_key"],
+        run_id=row["run_id"],
+        causal_id=row["causal_id"],
+        tool=row["tool"],
+        attempts=row["attempts"],
+        in_flight=row["in_flight"],
+        last_boundary=None if boundary is None else EffectBoundary(boundary),
+        last_retryable=row["last_retryable"],
+        last_position=row["last_position"],
+    )
+
+
+_ACTION_COLUMNS = (
+    "idempotency_key, run_id, causal_id, tool, attempts, in_flight, last_boundary, "
+    "last_retryable, last_position"
+)
+
+
+class PgActionRepository(_Repository):
+    async def claim(
+        self,
+        tenant_id: TenantId,
+        key: IdempotencyKey,
+        run_id: RunId,
+        causal_id: str,
+        tool: str,
+        payload_digest: str,
+    ) -> ActionRecord:
+        # Insert-or-lock in one statement: the no-op DO UPDATE takes the row lock
+        # that serialises concurrent admissions of one key and returns the row.
+        # Another decision under the same causal id violates the other unique
+        # constraint instead, which aborts the transaction: CausalIdConflict.
+        try:
+            row = await self._one(
+                "INSERT INTO actions (tenant_id, idempotency_key, run_id, causal_id, tool,"
+                " payload_digest, attempts, in_flight)"
+                " VALUES (:t, :k, :r, :c, :tool, :d, 0, false)"
+                " ON CONFLICT (tenant_id, idempotency_key)"
+                " DO UPDATE SET updated_at = actions.updated_at"
+                f" RETURNING {_ACTION_COLUMNS}",
+                t=tenant_id,
+                k=key,
+                r=run_id,
+                c=causal_id,
+                tool=tool,
+                d=payload_digest,
+            )
+        except IntegrityError as exc:
+            if _constraint(exc) == "uq_actions_tenant_id_run_id_causal_id":
+                raise CausalIdConflict(run_id, causal_id) from exc
+            raise
+        assert row is not None
+        return _action(row)
+
+    async def get(self, tenant_id: TenantId, key: IdempotencyKey) -> ActionRecord | None:
+        row = await self._one(
+            f"SELECT {_ACTION_COLUMNS} FROM actions WHERE tenant_id = :t AND idempotency_key = :k",
+            t=tenant_id,
+            k=key,
+        )
+        return None if row is None else _action(row)
+
+    async def begin_attempt(self, tenant_id: TenantId, key: IdempotencyKey, attempt: int) -> None:
+        await self._c.execute(
+            text(
+                "UPDATE actions SET attempts = :a, in_flight = true, updated_at = now() "
+                "WHERE tenant_id = :t AND idempotency_key = :k"
+            ),
+            {"a": attempt, "t": tenant_id, "k": key},
+        )
+
+    async def record_refusal(
+        self, tenant_id: TenantId, key: IdempotencyKey, attempt: int, position: int
+    ) -> None:
+        await self._c.execute(
+            text(
+                "UPDATE actions SET attempts = :a, in_flight = false, "
+                "last_boundary = 'PRE_EFFECT_REFUSAL', last_retryable = true, "
+                "last_position = :p, updated_at = now() "
+                "WHERE tenant_id = :t AND idempotency_key = :k"
+            ),
+            {"a": attempt, "p": position, "t": tenant_id, "k": key},
+        )
+
+    async def settle(
+        self,
+        tenant_id: TenantId,
+        key: IdempotencyKey,
+        attempt: int,
+        boundary: EffectBoundary,
+        retryable: bool,
+        position: int,
+    ) -> None:
+        await self._c.execute(
+            text(
+                "UPDATE actions SET in_flight = false, last_boundary = :b, "
+                "last_retryable = :rt, last_position = :p, updated_at = now() "
+                "WHERE tenant_id = :t AND idempotency_key = :k AND attempts = :a"
+            ),
+            {
+                "b": boundary.value,
+                "rt": retryable,
+                "p": position,
+                "t": tenant_id,
+                "k": key,
+                "a": attempt,
+            },
+        )
+
+
+class PgCapabilityRepository(_Repository):
+    async def mint(
+        self,
+        tenant_id: TenantId,
+        capability_id: CapabilityId,
+        run_id: RunId,
+        key: IdempotencyKey,
+        attempt: int,
+        manager_id: str,
+    ) -> None:
+        await self._c.execute(
+            text(
+                "INSERT INTO capabilities (tenant_id, capability_id, run_id, idempotency_key,"
+                " attempt, manager_id, state) VALUES (:t, :id, :r, :k, :a, :m, 'MINTED')"
+            ),
+            {
+                "t": tenant_id,
+                "id": capability_id,
+                "r": run_id,
+                "k": key,
+                "a": attempt,
+                "m": manager_id,
+            },
+        )
+
+    async def activate(
+        self, tenant_id: TenantId, capability_id: CapabilityId, receipt_position: int
+    ) -> bool:
+        return (
+            await self._count(
+                "UPDATE capabilities SET state = 'ACTIVE', receipt_position = :pos, "
+                "updated_at = now() WHERE tenant_id = :t AND capability_id = :id "
+                "AND state = 'MINTED'",
+                pos=receipt_position,
+                t=tenant_id,
+                id=capability_id,
+            )
+            == 1
+        )
+
+    async def consume(
+        self, tenant_id: TenantId, capability_id: CapabilityId, manager_id: str
+    ) -> bool:
+        return (
+            await self._count(
+                "UPDATE capabilities SET state = 'CONSUMED', updated_at = now() "
+                "WHERE tenant_id = :t AND capability_id = :id AND state = 'ACTIVE' "
+                "AND manager_id = :m",
+                t=tenant_id,
+                id=capability_id,
+                m=manager_id,
+            )
+            == 1
+        )
+
+    async def revoke(self, tenant_id: TenantId, capability_id: CapabilityId, reason: str) -> bool:
+        return (
+            await self._count(
+                "UPDATE capabilities SET state = 'REVOKED', revoke_reason = :why, "
+                "updated_at = now() WHERE tenant_id = :t AND capability_id = :id "
+                "AND state IN ('MINTED', 'ACTIVE')",
+                why=reason,
+                t=tenant_id,
+                id=capability_id,
+            )
+            == 1
+        )
+
+    async def state(self, tenant_id: TenantId, capability_id: CapabilityId) -> str | None:
+        row = await self._one(
+            "SELECT state FROM capabilities WHERE tenant_id = :t AND capability_id = :id",
+            t=tenant_id,
+            id=capability_id,
+        )
+        return None if row is None else str(row["state"])
+
+
+class PgIntentRepository(_Repository):
+    async def settle(
+        self, tenant_id: TenantId, intent_id: IntentId, boundary: EffectBoundary
+    ) -> bool:
+        return (
+            await self._count(
+                "UPDATE intents SET settled = true, settled_at = now(), boundary = :b "
+                "WHERE tenant_id = :t AND intent_id = :i AND NOT settled",
+                b=boundary.value,
+                t=tenant_id,
+                i=intent_id,
+            )
+            == 1
+        )
+
+    async def unsettled(self, *, expired_owners_only: bool, limit: int) -> list[UnsettledIntent]:
+        owner_filter = (
+            " AND NOT EXISTS (SELECT 1 FROM instance_leases l WHERE l.instance_id = i.instance_id"
+            " AND NOT l.released AND l.expires_at > now())"
+            if expired_owners_only
+            else ""
+        )
+        rows = await self._all(
+            "SELECT i.tenant_id, i.intent_id, i.run_id, i.causal_id, i.idempotency_key,"
+            " i.attempt, i.tool, i.capability_id, c.state AS capability_state,"
+            " i.confirmation_id, i.commitment, i.receipt_position, i.instance_id"
+            " FROM intents i JOIN capabilities c"
+            " ON c.tenant_id = i.tenant_id AND c.capability_id = i.capability_id"
+            f" WHERE NOT i.settled{owner_filter}"
+            " ORDER BY i.created_at LIMIT :n FOR UPDATE OF i SKIP LOCKED",
+            n=limit,
+        )
+        return [UnsettledIntent(**dict(row)) for row in rows]
+
+
+def _confirmation(row: RowMapping) -> ConfirmationRecord:
+    return ConfirmationRecord(
+        confirmation_id=row["confirmation_id"],
+        tenant_id=row["tenant_id"],
+        run_id=row["run_id"],
+        causal_id=row["causal_id"],
+        idempotency_key=row["idempotency_key"],
+        tool=row["tool"],
+        payload=row["payload"],
+        state=row["state"],
+        context=row["context"],
+        decided_by=row["decided_by"],
+        decision_reason=row["decision_reason"],
+        expires_at=row["expires_at"],
+        created_at=row["created_at"],
+    )
+
+
+_CONFIRMATION_COLUMNS = (
+    "confirmation_id, tenant_id, run_id, causal_id, idempotency_key, tool, payload, state,"
+    " context, decided_by, decision_reason, expires_at, created_at"
+)
+
+
+class PgConfirmationRepository(_Repository):
+    async def get(
+        self, tenant_id: TenantId, key: IdempotencyKey, *, for_update: bool
+    ) -> ConfirmationRecord | None:
+        lock = " FOR UPDATE" if for_update else ""
+        row = await self._one(
+            f"SELECT {_CONFIRMATION_COLUMNS} FROM confirmations"
+            f" WHERE tenant_id = :t AND idempotency_key = :k{lock}",
+            t=tenant_id,
+            k=key,
+        )
+        return None if row is None else _confirmation(row)
+
+    async def by_id(
+        self, tenant_id: TenantId, confirmation_id: ConfirmationId, *, for_update: bool
+    ) -> ConfirmationRecord | None:
+        lock = " FOR UPDATE" if for_update else ""
+        row = await self._one(
+            f"SELECT {_CONFIRMATION_COLUMNS} FROM confirmations"
+            f" WHERE tenant_id = :t AND confirmation_id = :id{lock}",
+            t=tenant_id,
+            id=confirmation_id,
+        )
+        return None if row is None else _confirmation(row)
+
+    async def create_pending(
+        self, record: ConfirmationRecord, payload_digest: str
+    ) -> ConfirmationRecord:
+        row = await self._one(
+            "INSERT INTO confirmations (tenant_id, confirmation_id, run_id, causal_id,"
+            " idempotency_key, tool, payload_digest, payload, state, context, expires_at,"
+            " created_at, updated_at)"
+            " VALUES (:t, :id, :r, :c, :k, :tool, :d, cast(:payload AS jsonb), 'PENDING',"
+            " cast(:ctx AS jsonb), :exp, :now, :now)"
+            f" RETURNING {_CONFIRMATION_COLUMNS}",
+            t=record.tenant_id,
+            id=record.confirmation_id,
+            r=record.run_id,
+            c=record.causal_id,
+            k=record.idempotency_key,
+            tool=record.tool,
+            d=payload_digest,
+            payload=json.dumps(record.payload),
+            ctx=json.dumps(record.context),
+            exp=record.expires_at,
+            now=record.created_at,
+        )
+        assert row is not None
+        return _confirmation(row)
+
+    async def transition(
+        self,
+        tenant_id: TenantId,
+        confirmation_id: ConfirmationId,
+        from_states: tuple[str, ...],
+        to_state: str,
+        *,
+        decided_by: str | None = None,
+        reason: str | None = None,
+    ) -> bool:
+        return (
+            await self._count(
+                "UPDATE confirmations SET state = :to, updated_at = now(),"
+                " decided_by = coalesce(:by, decided_by),"
+                " decision_reason = coalesce(:why, decision_reason)"
+                " WHERE tenant_id = :t AND confirmation_id = :id AND state = ANY(:from_)",
+                to=to_state,
+                by=decided_by,
+                why=reason,
+                t=tenant_id,
+                id=confirmation_id,
+                from_=list(from_states),
+            )
+            == 1
+        )
+
+    async def list(
+        self, tenant_id: TenantId, state: str | None, limit: int, after: str | None
+    ) -> list[ConfirmationRecord]:
+        rows = await self._all(
+            f"SELECT {_CONFIRMATION_COLUMNS} FROM confirmations WHERE tenant_id = :t"
+            " AND (cast(:s AS text) IS NULL OR state = :s)"
+            " AND (cast(:after AS text) IS NULL OR confirmation_id > :after)"
+            " ORDER BY confirmation_id LIMIT :n",
+            t=tenant_id,
+            s=state,
+            after=after,
+            n=limit,
+        )
+        return [_confirmation(row) for row in rows]
+
+
+def _entry(row: RowMapping) -> JournalEntry:
+    return JournalEntry(**dict(row))
+
+
+_JOURNAL_COLUMNS = (
+    "tenant_id, run_id, position, kind, causal_id, idempotency_key, attempt, intent_id,"
+    " boundary, body, prev_hash, entry_hash, recorded_at"
+)
+
+
+class PgJournalRepository(_Repository):
+    async def insert(self, entry: JournalEntry) -> bool:
+        return (
+            await self._count(
+                f"INSERT INTO journal_entries ({_JOURNAL_COLUMNS}) VALUES (:tenant_id, :run_id,"
+                " :position, :kind, :causal_id, :idempotency_key, :attempt, :intent_id,"
+                " :boundary, cast(:body AS jsonb), :prev_hash, :entry_hash, :recorded_at)"
+                " ON CONFLICT (tenant_id, idempotency_key, attempt) WHERE attempt IS NOT NULL"
+                " DO NOTHING",
+                tenant_id=entry.tenant_id,
+                run_id=entry.run_id,
+                position=entry.position,
+                kind=entry.kind,
+                causal_id=entry.causal_id,
+                idempotency_key=entry.idempotency_key,
+                attempt=entry.attempt,
+                intent_id=entry.intent_id,
+                boundary=entry.boundary,
+                body=json.dumps(entry.body),
+                prev_hash=entry.prev_hash,
+                entry_hash=entry.entry_hash,
+                recorded_at=entry.recorded_at,
+            )
+            == 1
+        )
+
+    async def for_attempt(
+        self, tenant_id: TenantId, key: IdempotencyKey, attempt: int
+    ) -> JournalEntry | None:
+        row = await self._one(
+            f"SELECT {_JOURNAL_COLUMNS} FROM journal_entries WHERE tenant_id = :t"
+            " AND idempotency_key = :k AND attempt = :a",
+            t=tenant_id,
+            k=key,
+            a=attempt,
+        )
+        return None if row is None else _entry(row)
+
+    async def at(self, tenant_id: TenantId, run_id: RunId, position: int) -> JournalEntry | None:
+        row = await self._one(
+            f"SELECT {_JOURNAL_COLUMNS} FROM journal_entries WHERE tenant_id = :t"
+            " AND run_id = :r AND position = :p",
+            t=tenant_id,
+            r=run_id,
+            p=position,
+        )
+        return None if row is None else _entry(row)
+
+    async def page(
+        self, tenant_id: TenantId, run_id: RunId, after: int, limit: int
+    ) -> list[JournalEntry]:
+        rows = await self._all(
+            f"SELECT {_JOURNAL_COLUMNS} FROM journal_entries WHERE tenant_id = :t"
+            " AND run_id = :r AND position > :after ORDER BY position LIMIT :n",
+            t=tenant_id,
+            r=run_id,
+            after=after,
+            n=limit,
+        )
+        return [_entry(row) for row in rows]
