@@ -193,9 +193,9 @@ class Harness:
 
     def confirmation_state(self, confirmation_id: str) -> str:
         return str(
-            self.sql(
-                "SELECT state FROM confirmations WHERE confirmation_id = %s", confirmation_id
-            )[0][0]
+            self.sql("SELECT state FROM confirmations WHERE confirmation_id = %s", confirmation_id)[
+                0
+            ][0]
         )
 
 
