@@ -84,6 +84,13 @@ class _Ids:
 
 
 @dataclass(frozen=True, slots=True)
+class _RunBoundElsewhere:
+    """The run is bound to a plan other than the one leased: lease that one, try again."""
+
+    plan_id: PlanId
+
+
+@dataclass(frozen=True, slots=True)
 class _Admitted:
     intent: Intent
     receipt: AuditReceipt
@@ -150,35 +157,56 @@ class SyscallHandler:
     async def _admit(
         self, syscall: Syscall, identity: Identity, payload: FrozenEffectPayload, ids: _Ids
     ) -> SyscallResult | _Admitted:
-        tenant = identity.tenant_id
-        run_id = RunId(syscall.run_id)
-        lease: PlanLease | None = None
-        async with self.store.unit_of_work() as uow:
-            run = await uow.runs.get(tenant, run_id)
-            try:
-                if run is None:
-                    lease = await lease_plan(self.plans)
-                    run = await uow.runs.create(tenant, run_id, lease.plan.plan_id)
-                if lease is None or lease.plan.plan_id != run.plan_id:
-                    if lease is not None:
-                        lease.release()
-                    lease = await lease_plan(self.plans, run.plan_id)
-            except PlanError as exc:
-                if run is None:
-                    raise
-                log.warning("plan %s unavailable for run %s: %s", run.plan_id, run_id, exc)
-                lease = None
-            try:
-                result = await self._authorize_and_record(
-                    uow, syscall, identity, payload, ids, run.plan_id, lease
-                )
-            except BaseException:
+        # Plans are leased before the admission transaction opens: leasing may
+        # touch the store, and a transaction that waits for a second pooled
+        # connection can starve the pool under load.
+        lease: PlanLease | None = await lease_plan(self.plans)
+        try:
+            outcome = await self._admit_with(syscall, identity, payload, ids, lease)
+            if isinstance(outcome, _RunBoundElsewhere):
                 if lease is not None:
                     lease.release()
-                raise
-            if not isinstance(result, _Admitted) and lease is not None:
+                lease = None
+                try:
+                    lease = await lease_plan(self.plans, outcome.plan_id)
+                except PlanError as exc:
+                    log.warning(
+                        "plan %s of run %s unavailable: %s", outcome.plan_id, syscall.run_id, exc
+                    )
+                outcome = await self._admit_with(
+                    syscall, identity, payload, ids, lease, bound_plan=outcome.plan_id
+                )
+                assert not isinstance(outcome, _RunBoundElsewhere)
+        except BaseException:
+            if lease is not None:
                 lease.release()
-            return result
+            raise
+        if not isinstance(outcome, _Admitted) and lease is not None:
+            lease.release()
+        return outcome
+
+    async def _admit_with(
+        self,
+        syscall: Syscall,
+        identity: Identity,
+        payload: FrozenEffectPayload,
+        ids: _Ids,
+        lease: PlanLease | None,
+        *,
+        bound_plan: PlanId | None = None,
+    ) -> SyscallResult | _Admitted | _RunBoundElsewhere:
+        tenant = identity.tenant_id
+        run_id = RunId(syscall.run_id)
+        async with self.store.unit_of_work() as uow:
+            run = await uow.runs.get(tenant, run_id)
+            if run is None:
+                assert lease is not None
+                run = await uow.runs.create(tenant, run_id, lease.plan.plan_id)
+            if bound_plan is None and (lease is None or run.plan_id != lease.plan.plan_id):
+                return _RunBoundElsewhere(run.plan_id)
+            return await self._authorize_and_record(
+                uow, syscall, identity, payload, ids, run.plan_id, lease
+            )
 
     async def _authorize_and_record(
         self,

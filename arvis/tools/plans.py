@@ -104,11 +104,17 @@ class ToolPlanSource(Protocol):
 class RetiredPlanDispatcher:
     """The dispatcher of a persisted plan that is no longer current.
 
-    Its definitions serve replay and audit; dispatching fails closed, before any effect.
+    A tool whose definition is unchanged in the current plan (same fingerprint)
+    still runs through the current dispatcher; a tool that changed or left fails
+    closed with ``plan_retired``, before any effect. Runs bound to the old plan
+    therefore keep their definitions, and only ever run code that matches them.
     """
 
-    def __init__(self, definitions: Mapping[str, ToolDefinition]) -> None:
+    def __init__(
+        self, definitions: Mapping[str, ToolDefinition], current: Dispatcher | None = None
+    ) -> None:
         self.definitions = definitions
+        self._current = current
 
     async def dispatch(
         self,
@@ -117,6 +123,13 @@ class RetiredPlanDispatcher:
         deadline_s: float | None = None,
         reporter: Reporter | None = None,
     ) -> DispatchOutcome:
+        wanted = self.definitions.get(invocation.tool)
+        if self._current is not None and wanted is not None:
+            live = self._current.definitions.get(invocation.tool)
+            if live is not None and live.fingerprint == wanted.fingerprint:
+                return await self._current.dispatch(
+                    invocation, deadline_s=deadline_s, reporter=reporter
+                )
         return DispatchOutcome(failure=not_started("plan_retired"))
 
 
@@ -132,6 +145,8 @@ class StaticToolPlanSource:
         self._store = store
         self._saved = False
         self._save_lock = asyncio.Lock()
+        # Plans are immutable and their ids are digests: a loaded plan never goes stale.
+        self._loaded: dict[PlanId, ToolPlan] = {}
         self.active_leases = 0
 
     async def lease(self, plan_id: PlanId | None = None) -> PlanLease:
@@ -156,6 +171,12 @@ class StaticToolPlanSource:
                 self._saved = True
 
     async def _load(self, plan_id: PlanId) -> ToolPlan:
+        cached = self._loaded.get(plan_id)
+        if cached is None:
+            cached = self._loaded[plan_id] = await self._load_from_store(plan_id)
+        return cached
+
+    async def _load_from_store(self, plan_id: PlanId) -> ToolPlan:
         records = None if self._store is None else await self._store.load_plan(plan_id)
         if records is None:
             raise PlanNotFound(plan_id)
@@ -168,7 +189,9 @@ class StaticToolPlanSource:
         definitions = {d.name: d for d in loaded}
         if derive_plan_id(definitions.values()) != plan_id:
             raise PlanMismatch(plan_id, plan_id, "stored definitions do not hash to the plan id")
-        return ToolPlan(plan_id, definitions, RetiredPlanDispatcher(definitions))
+        return ToolPlan(
+            plan_id, definitions, RetiredPlanDispatcher(definitions, self.current.dispatcher)
+        )
 
 
 async def lease_plan(source: ToolPlanSource, plan_id: PlanId | None = None) -> PlanLease:

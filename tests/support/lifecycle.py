@@ -87,9 +87,9 @@ class ScriptedTool(FakeTool):
 
     async def _run(self, invocation: ToolInvocation, reporter: Reporter) -> ToolResult:
         self.seen.append(invocation.payload.value)
-        await reporter.effect_started(invocation.call_id)
         if self.script:
             return await self.script.pop(0)(invocation)
+        await reporter.effect_started(invocation.call_id)
         return ToolResult.ok({"echo": invocation.payload.value})
 
     def then_fail(self, *, effect_started: bool | None, retryable: bool) -> None:

@@ -1,0 +1,161 @@
+"""Consent: PENDING → APPROVED/DENIED, RESERVED at admission, CONSUMED or released."""
+
+from __future__ import annotations
+
+import pytest
+
+from arvis.domain.boundary import EffectBoundary
+from arvis.domain.identity import Identity
+from arvis.domain.ids import ConfirmationId, PrincipalId, TenantId
+from arvis.lifecycle.errors import ConfirmationStateConflict, NotFound
+from tests.support.lifecycle import APPROVER, Harness
+
+
+async def _pending(harness: Harness, causal_id: str = "c") -> str:
+    result = await harness.execute("append", {"line": "hello"}, causal_id=causal_id)
+    assert result.outcome == "confirmation_required"
+    assert result.confirmation is not None
+    assert result.confirmation.state == "PENDING"
+    return result.confirmation.id
+
+
+async def test_a_mutating_unsafe_tool_needs_consent_and_nothing_is_minted(
+    harness: Harness,
+) -> None:
+    result = await harness.execute("append", {"line": "hello"})
+    assert result.outcome == "confirmation_required"
+    assert result.boundary is None
+    assert harness.capability_states(result.idempotency_key) == []
+    assert harness.tools["append"].calls == 0
+    assert harness.sql("SELECT count(*) FROM intents WHERE run_id = %s", harness.run_id) == [(0,)]
+
+
+async def test_asking_again_while_pending_answers_the_same_confirmation(
+    harness: Harness,
+) -> None:
+    first = await _pending(harness)
+    assert await _pending(harness) == first
+
+
+async def test_an_approved_action_runs_once_and_consumes_its_confirmation(
+    harness: Harness,
+) -> None:
+    confirmation = await _pending(harness)
+    await harness.approve(confirmation)
+    assert harness.confirmation_state(confirmation) == "APPROVED"
+    decided_by = harness.sql(
+        "SELECT decided_by FROM confirmations WHERE confirmation_id = %s", confirmation
+    )[0][0]
+    assert "ops-lead" in decided_by
+
+    result = await harness.execute("append", {"line": "hello"}, causal_id="c")
+
+    assert (result.outcome, result.boundary) == ("executed", EffectBoundary.EFFECT_COMPLETED)
+    assert harness.confirmation_state(confirmation) == "CONSUMED"
+    assert harness.tools["append"].calls == 1
+    again = await harness.execute("append", {"line": "hello"}, causal_id="c")
+    assert again.outcome == "deduplicated"
+    assert harness.tools["append"].calls == 1
+
+
+async def test_a_not_started_effect_releases_the_confirmation_for_a_retry(
+    harness: Harness,
+) -> None:
+    confirmation = await _pending(harness)
+    await harness.approve(confirmation)
+    harness.tools["append"].then_fail(effect_started=False, retryable=False)
+
+    first = await harness.execute("append", {"line": "hello"}, causal_id="c")
+    assert first.boundary is EffectBoundary.EFFECT_NOT_STARTED
+    assert harness.confirmation_state(confirmation) == "APPROVED"
+
+    second = await harness.execute("append", {"line": "hello"}, causal_id="c")
+    assert (second.boundary, second.attempt) == (EffectBoundary.EFFECT_COMPLETED, 2)
+    assert harness.confirmation_state(confirmation) == "CONSUMED"
+
+
+async def test_an_unknown_outcome_consumes_the_confirmation(harness: Harness) -> None:
+    confirmation = await _pending(harness)
+    await harness.approve(confirmation)
+    harness.tools["append"].then_fail(effect_started=None, retryable=False)
+
+    first = await harness.execute("append", {"line": "hello"}, causal_id="c")
+
+    assert first.boundary is EffectBoundary.EFFECT_STATE_UNKNOWN
+    assert harness.confirmation_state(confirmation) == "CONSUMED"
+    again = await harness.execute("append", {"line": "hello"}, causal_id="c")
+    assert again.reason == "retry_prohibited_uncertain"
+
+
+async def test_a_denied_confirmation_refuses_the_action(harness: Harness) -> None:
+    confirmation = await _pending(harness)
+    await harness.deny(confirmation)
+
+    result = await harness.execute("append", {"line": "hello"}, causal_id="c")
+
+    assert (result.outcome, result.reason) == ("refused", "confirmation_denied")
+    assert harness.confirmation_state(confirmation) == "DENIED"
+    assert harness.tools["append"].calls == 0
+
+
+async def test_an_approved_confirmation_may_still_be_denied_before_it_is_used(
+    harness: Harness,
+) -> None:
+    confirmation = await _pending(harness)
+    await harness.approve(confirmation)
+    await harness.deny(confirmation)
+    result = await harness.execute("append", {"line": "hello"}, causal_id="c")
+    assert result.reason == "confirmation_denied"
+
+
+async def test_a_confirmation_expires_after_its_time_to_live(harness: Harness) -> None:
+    confirmation = await _pending(harness)
+    harness.clock.advance(hours=25)
+
+    result = await harness.execute("append", {"line": "hello"}, causal_id="c")
+
+    assert (result.outcome, result.reason) == ("refused", "confirmation_expired")
+    assert harness.confirmation_state(confirmation) == "EXPIRED"
+    with pytest.raises(ConfirmationStateConflict):
+        await harness.approve(confirmation)
+
+
+async def test_approving_an_expired_confirmation_fails_and_marks_it_expired(
+    harness: Harness,
+) -> None:
+    confirmation = await _pending(harness)
+    harness.clock.advance(hours=25)
+    with pytest.raises(ConfirmationStateConflict, match="expired"):
+        await harness.approve(confirmation)
+    assert harness.confirmation_state(confirmation) == "EXPIRED"
+
+
+async def test_approving_twice_is_a_conflict(harness: Harness) -> None:
+    confirmation = await _pending(harness)
+    await harness.approve(confirmation)
+    with pytest.raises(ConfirmationStateConflict):
+        await harness.approve(confirmation)
+
+
+async def test_an_approver_of_another_tenant_cannot_see_the_confirmation(
+    harness: Harness,
+) -> None:
+    confirmation = await _pending(harness)
+    stranger = Identity(
+        tenant_id=TenantId("globex"),
+        principal_id=PrincipalId("ops"),
+        method="api_key",
+        key_id="k_g",
+        roles=("approver",),
+    )
+    with pytest.raises(NotFound):
+        await harness.lifecycle.manager.approve(stranger, ConfirmationId(confirmation))
+    assert harness.confirmation_state(confirmation) == "PENDING"
+
+
+async def test_pending_confirmations_are_listed_per_tenant(harness: Harness) -> None:
+    mine = await _pending(harness, "c1")
+    listed = await harness.lifecycle.manager.list_confirmations(APPROVER.tenant_id, "PENDING")
+    assert mine in [c.confirmation_id for c in listed]
+    others = await harness.lifecycle.manager.list_confirmations(TenantId("globex"), None)
+    assert others == []
