@@ -28,6 +28,7 @@ from arvis.lifecycle.replay import ReplayService
 from arvis.lifecycle.syscalls import SyscallHandler
 from arvis.store.audit import PgAuditSink, PgPlanStore
 from arvis.store.database import PgStore, resolve_database
+from arvis.store.keys import PgKeyStore
 from arvis.tools.base import Tool
 from arvis.tools.dispatcher import ToolDispatcher
 from arvis.tools.layers import DispatchDecorator
@@ -97,6 +98,11 @@ class Kernel:
     http: httpx.AsyncClient
     instance_id: InstanceId
     extras: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def keys(self) -> PgKeyStore:
+        """API keys of every tenant, on the same store."""
+        return PgKeyStore(self.store.engine)
 
     async def close(self) -> None:
         await self.lifecycle.handler.drain()

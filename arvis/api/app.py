@@ -5,20 +5,29 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI
 
 from arvis import __version__
-from arvis.api.problems import problem
+from arvis.api.logs import configure_json_logging
+from arvis.api.metrics import ApiMetrics
+from arvis.api.middleware import AccessLog, BodyGuard
+from arvis.api.problems import install_problem_handlers
+from arvis.api.routes import confirmations, runs, syscalls, system
 from arvis.bootstrap import Kernel, build_kernel
-from arvis.store.errors import StoreUnavailable
+from arvis.config import load_settings
 
 KernelFactory = Callable[[], Awaitable[Kernel]]
 
 
-def create_app(kernel_factory: KernelFactory | None = None) -> FastAPI:
-    """Build the app; the kernel is wired at start-up and closed at shutdown."""
+def create_app(
+    kernel_factory: KernelFactory | None = None, *, max_body_bytes: int | None = None
+) -> FastAPI:
+    """Build the app; the kernel is wired at start-up and closed at shutdown.
+
+    ``max_body_bytes`` defaults to ``ARVIS_MAX_BODY_BYTES``.
+    """
     factory = kernel_factory or build_kernel
+    limit = max_body_bytes if max_body_bytes is not None else load_settings().max_body_bytes
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -29,21 +38,28 @@ def create_app(kernel_factory: KernelFactory | None = None) -> FastAPI:
         finally:
             await kernel.close()
 
-    app = FastAPI(title="ARVIS", version=__version__, lifespan=lifespan)
-
-    @app.get("/healthz", tags=["health"])
-    async def healthz() -> dict[str, str]:
-        """Liveness: the process answers."""
-        return {"status": "ok"}
-
-    @app.get("/readyz", tags=["health"], response_model=None)
-    async def readyz(request: Request) -> dict[str, str] | JSONResponse:
-        """Readiness: the database answers."""
-        kernel: Kernel = request.app.state.kernel
-        try:
-            await kernel.store.ping()
-        except StoreUnavailable as exc:
-            return problem("store_unavailable", exc.message)
-        return {"status": "ready"}
-
+    app = FastAPI(
+        title="ARVIS",
+        version=__version__,
+        lifespan=lifespan,
+        description="Durable effect governance for AI agents. See docs/http.md.",
+    )
+    metrics = ApiMetrics()
+    app.state.metrics = metrics
+    install_problem_handlers(app)
+    for module in (syscalls, runs, confirmations, system):
+        app.include_router(module.router)
+    # Outermost first: the access log sees every answer, the body guard's included.
+    app.add_middleware(BodyGuard, max_body_bytes=limit)
+    app.add_middleware(
+        AccessLog,
+        on_response=lambda method, status: metrics.requests.labels(method, str(status)).inc(),
+    )
     return app
+
+
+def create_served_app() -> FastAPI:
+    """What ``arvis serve`` runs in each worker: JSON logs, settings from the environment."""
+    settings = load_settings()
+    configure_json_logging(settings.log_level)
+    return create_app(max_body_bytes=settings.max_body_bytes)

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from fastapi import FastAPI, Request, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from arvis.domain.errors import ArvisError
+
+log = logging.getLogger(__name__)
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 
@@ -18,11 +25,20 @@ STATUS_BY_CODE: dict[str, int] = {
     "forbidden_role": 403,
     "not_found": 404,
     "method_not_allowed": 405,
+    "payload_invalid": 422,
     "attempt_in_flight": 409,
     "conflict": 409,
+    "causal_id_conflict": 409,
     "body_too_large": 413,
     "unsupported_media_type": 415,
+    "not_acceptable": 406,
     "store_unavailable": 503,
+    "store_error": 503,
+    "serialization_conflict": 503,
+    "audit_unavailable": 503,
+    "audit_receipt_invalid": 503,
+    "plan_unavailable": 503,
+    "plan_not_found": 503,
     "schema_not_ready": 503,
     "shutting_down": 503,
     "internal_error": 500,
@@ -35,11 +51,20 @@ TITLES: dict[str, str] = {
     "forbidden_role": "Role not allowed",
     "not_found": "Not found",
     "method_not_allowed": "Method not allowed",
+    "payload_invalid": "Payload is not plain JSON",
     "attempt_in_flight": "An attempt of this action is in flight",
     "conflict": "Conflict",
+    "causal_id_conflict": "Causal id already names another decision",
     "body_too_large": "Request body too large",
     "unsupported_media_type": "Unsupported media type",
+    "not_acceptable": "Not acceptable",
     "store_unavailable": "Store unavailable",
+    "store_error": "Store error",
+    "serialization_conflict": "Transaction conflict; retry",
+    "audit_unavailable": "Audit sink unavailable; nothing ran",
+    "audit_receipt_invalid": "Audit receipt invalid; nothing ran",
+    "plan_unavailable": "Tool plan unavailable",
+    "plan_not_found": "Tool plan not found",
     "schema_not_ready": "Store not migrated",
     "shutting_down": "Shutting down",
     "internal_error": "Internal error",
@@ -63,3 +88,91 @@ def problem(code: str, detail: str, *, status: int | None = None, **extra: Any) 
 
 def problem_for(error: ArvisError) -> JSONResponse:
     return problem(error.code, error.message)
+
+
+class Problem(BaseModel):
+    """An RFC 9457 problem, as every error of the API answers it."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    code: str
+    """Stable, machine-readable; see docs/http.md."""
+
+
+_CODE_BY_STATUS = {
+    400: "malformed_body",
+    401: "unauthenticated",
+    403: "forbidden_role",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    413: "body_too_large",
+    415: "unsupported_media_type",
+    422: "validation_error",
+    503: "store_unavailable",
+}
+
+
+def _validation_errors(exc: RequestValidationError) -> list[dict[str, str]]:
+    # Never echo the input: a payload may carry secrets.
+    return [
+        {
+            "path": ".".join(str(part) for part in error.get("loc", ())),
+            "message": str(error.get("msg", "")),
+            "type": str(error.get("type", "")),
+        }
+        for error in exc.errors()
+    ]
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    """Make every error, expected or not, an ``application/problem+json`` answer."""
+
+    async def on_arvis_error(_: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ArvisError)
+        if exc.code not in STATUS_BY_CODE:
+            log.error("unmapped error %s reached the API: %s", exc.code, exc.message)
+            return problem("internal_error", "the request could not be completed")
+        return problem_for(exc)
+
+    async def on_validation_error(_: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        errors = _validation_errors(exc)
+        if any(error["type"] == "json_invalid" for error in errors):
+            return problem("malformed_body", "the request body is not valid JSON")
+        return problem("validation_error", "the request does not match its schema", errors=errors)
+
+    async def on_http_error(_: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        code = _CODE_BY_STATUS.get(exc.status_code, "internal_error")
+        status = exc.status_code if code != "internal_error" else 500
+        detail = exc.detail if isinstance(exc.detail, str) and status < 500 else TITLES[code]
+        response = problem(code, detail, status=status)
+        if exc.headers:
+            response.headers.update(exc.headers)
+        return response
+
+    async def on_unexpected(_: Request, exc: Exception) -> Response:
+        log.exception("unexpected error while serving a request")
+        return problem("internal_error", "the request could not be completed")
+
+    app.add_exception_handler(ArvisError, on_arvis_error)
+    app.add_exception_handler(RequestValidationError, on_validation_error)
+    app.add_exception_handler(StarletteHTTPException, on_http_error)
+    app.add_exception_handler(Exception, on_unexpected)
+
+
+def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI entries declaring the problem answers a route may give."""
+    return {
+        status: {
+            "model": Problem,
+            "content": {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+            "description": "A problem (RFC 9457) with a stable `code`.",
+        }
+        for status in statuses
+    }

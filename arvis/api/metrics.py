@@ -1,0 +1,49 @@
+"""Prometheus metrics, one registry per app (tests build many apps in one process)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from arvis.lifecycle.results import SyscallResult
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class ApiMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.syscalls = Counter(
+            "arvis_syscalls",
+            "tool.execute syscalls answered, by outcome and effect boundary",
+            ("outcome", "boundary"),
+            registry=self.registry,
+        )
+        self.syscall_errors = Counter(
+            "arvis_syscall_errors",
+            "tool.execute syscalls that ended in a problem instead of an outcome, by code",
+            ("code",),
+            registry=self.registry,
+        )
+        self.phase_seconds = Histogram(
+            "arvis_syscall_phase_seconds",
+            "Latency of a syscall's phases; 'total' spans admission, dispatch and journal",
+            ("phase",),
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.requests = Counter(
+            "arvis_http_requests",
+            "HTTP requests answered, by method and status",
+            ("method", "status"),
+            registry=self.registry,
+        )
+        self.audit_incomplete_runs = Gauge(
+            "arvis_audit_incomplete_runs",
+            "Runs flagged audit-incomplete (all tenants), as of the last scrape",
+            registry=self.registry,
+        )
+
+    def observe_syscall(self, result: SyscallResult, seconds: float) -> None:
+        boundary = result.boundary.value if result.boundary is not None else "none"
+        self.syscalls.labels(result.outcome, boundary).inc()
+        self.phase_seconds.labels("total").observe(seconds)

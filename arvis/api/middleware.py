@@ -1,0 +1,129 @@
+"""ASGI middleware: bounded request bodies, JSON-only bodies, one log line per request.
+
+The body limit is enforced while the body streams in, whatever Content-Length
+says (or does not say): a client can neither make the server buffer more than
+``max_body_bytes`` nor get a body past the limit by lying about its length.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from arvis.api.problems import problem
+
+access_log = logging.getLogger("arvis.access")
+
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+def _is_json(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
+
+
+class BodyGuard:
+    """413 ``body_too_large`` past the limit; 415 for a body that is not JSON."""
+
+    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in _BODY_METHODS:
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        declared = headers.get("content-length")
+        if declared is not None:
+            if not declared.strip().isdigit():
+                await problem("malformed_body", "Content-Length is not a number")(
+                    scope, receive, send
+                )
+                return
+            if int(declared) > self.max_body_bytes:
+                await self._too_large(scope, receive, send)
+                return
+        body = bytearray()
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body.extend(message.get("body", b""))
+            more = message.get("more_body", False)
+            if len(body) > self.max_body_bytes:
+                await self._too_large(scope, receive, send)
+                return
+        if body and not _is_json(headers.get("content-type", "")):
+            await problem("unsupported_media_type", "request bodies must be application/json")(
+                scope, receive, send
+            )
+            return
+        await self.app(scope, _replay(bytes(body), receive), send)
+
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = problem(
+            "body_too_large", f"request bodies are limited to {self.max_body_bytes} bytes"
+        )
+        # The rest of the body is never read; the connection must not be reused.
+        response.headers["Connection"] = "close"
+        await response(scope, receive, send)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
+
+
+class AccessLog:
+    """One JSON line per request: method, path, status, duration, and what routes
+    added (key id, run id, causal id). Never a token, a body or a payload value."""
+
+    def __init__(self, app: ASGIApp, on_response: Callable[[str, int], None] | None = None) -> None:
+        self.app = app
+        self.on_response = on_response
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+        fields: dict[str, str] = {}
+        scope.setdefault("state", {})["log_fields"] = fields
+
+        async def send_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            record: dict[str, Any] = {
+                "method": scope["method"],
+                "path": scope["path"],
+                "status": status,
+                "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+                **fields,
+            }
+            access_log.info(json.dumps(record, sort_keys=True), extra={"fields": record})
+            if self.on_response is not None:
+                self.on_response(scope["method"], status)

@@ -1,0 +1,94 @@
+"""Consent: list, approve and deny confirmations of the caller's tenant."""
+
+from __future__ import annotations
+
+from typing import Annotated, cast
+
+from fastapi import APIRouter, Path, Query
+
+from arvis.api.identity import ApproverIdentity, KernelDep
+from arvis.api.problems import problem_responses
+from arvis.api.schemas import (
+    ConfirmationList,
+    ConfirmationOut,
+    ConfirmationState,
+    DecisionBody,
+)
+from arvis.domain.ids import ConfirmationId
+from arvis.lifecycle.ports import ConfirmationRecord
+from arvis.lifecycle.results import ID_PATTERN
+
+router = APIRouter(tags=["confirmations"])
+
+ConfirmationIdPath = Annotated[str, Path(pattern=ID_PATTERN, description="The confirmation's id.")]
+
+
+def _out(record: ConfirmationRecord) -> ConfirmationOut:
+    return ConfirmationOut(
+        id=record.confirmation_id,
+        state=cast(ConfirmationState, record.state),
+        run_id=record.run_id,
+        causal_id=record.causal_id,
+        idempotency_key=record.idempotency_key,
+        tool=record.tool,
+        payload=record.payload,
+        decided_by=record.decided_by,
+        reason=record.decision_reason,
+        expires_at=record.expires_at,
+        created_at=record.created_at,
+    )
+
+
+@router.get(
+    "/v1/confirmations",
+    response_model=ConfirmationList,
+    responses=problem_responses(401, 403, 422, 503),
+)
+async def list_confirmations(
+    identity: ApproverIdentity,
+    kernel: KernelDep,
+    state: ConfirmationState | None = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    after: Annotated[str | None, Query(pattern=ID_PATTERN)] = None,
+) -> ConfirmationList:
+    """Confirmations of this tenant, by id; filter with ``state=PENDING``."""
+    found = await kernel.lifecycle.manager.list_confirmations(
+        identity.tenant_id, state, limit, after
+    )
+    return ConfirmationList(
+        confirmations=[_out(record) for record in found],
+        next_after=found[-1].confirmation_id if len(found) == limit else None,
+    )
+
+
+@router.post(
+    "/v1/confirmations/{confirmation_id}/approve",
+    response_model=ConfirmationOut,
+    responses=problem_responses(400, 401, 403, 404, 409, 413, 415, 422, 503),
+)
+async def approve_confirmation(
+    confirmation_id: ConfirmationIdPath,
+    identity: ApproverIdentity,
+    kernel: KernelDep,
+    body: DecisionBody | None = None,
+) -> ConfirmationOut:
+    """PENDING → APPROVED. The agent then re-posts the same syscall to run it."""
+    record = await kernel.lifecycle.manager.approve(identity, ConfirmationId(confirmation_id))
+    return _out(record)
+
+
+@router.post(
+    "/v1/confirmations/{confirmation_id}/deny",
+    response_model=ConfirmationOut,
+    responses=problem_responses(400, 401, 403, 404, 409, 413, 415, 422, 503),
+)
+async def deny_confirmation(
+    confirmation_id: ConfirmationIdPath,
+    identity: ApproverIdentity,
+    kernel: KernelDep,
+    body: DecisionBody | None = None,
+) -> ConfirmationOut:
+    """PENDING or APPROVED → DENIED, with an optional reason (≤ 500 characters)."""
+    reason = body.reason if body is not None else None
+    record = await kernel.lifecycle.manager.deny(identity, ConfirmationId(confirmation_id), reason)
+    return _out(record)

@@ -1,0 +1,86 @@
+"""A run's journal, its verification and its replay. Another tenant's run is 404."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query, Request
+
+from arvis.api.identity import AuditorIdentity, KernelDep, ReplayIdentity, log_fields
+from arvis.api.problems import problem_responses
+from arvis.api.schemas import JournalEntryOut, JournalPage, ReplayOut, VerifyOut
+from arvis.domain.ids import RunId
+from arvis.lifecycle.results import ID_PATTERN
+
+router = APIRouter(tags=["runs"])
+
+RunIdPath = Annotated[str, Path(pattern=ID_PATTERN, description="The run's id.")]
+MAX_PAGE = 1000
+
+
+@router.get(
+    "/v1/runs/{run_id}/journal",
+    response_model=JournalPage,
+    responses=problem_responses(401, 403, 404, 422, 503),
+)
+async def get_journal(
+    run_id: RunIdPath,
+    identity: AuditorIdentity,
+    kernel: KernelDep,
+    request: Request,
+    after: Annotated[int, Query(ge=0, le=2**62, description="Entries after this position.")] = 0,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="Page size.")] = 100,
+) -> JournalPage:
+    """The run's entries in chain order, with their hashes."""
+    log_fields(request)["run_id"] = run_id
+    entries = await kernel.lifecycle.replay.journal(identity.tenant_id, RunId(run_id), after, limit)
+    return JournalPage(
+        run_id=run_id,
+        entries=[
+            JournalEntryOut(
+                position=e.position,
+                kind=e.kind,
+                causal_id=e.causal_id,
+                idempotency_key=e.idempotency_key,
+                attempt=e.attempt,
+                intent_id=e.intent_id,
+                boundary=e.boundary,
+                body=e.body,
+                prev_hash=e.prev_hash,
+                entry_hash=e.entry_hash,
+                recorded_at=e.recorded_at,
+            )
+            for e in entries
+        ],
+        next_after=entries[-1].position if len(entries) == limit else None,
+    )
+
+
+@router.get(
+    "/v1/runs/{run_id}/verify",
+    response_model=VerifyOut,
+    responses=problem_responses(401, 403, 404, 422, 503),
+)
+async def verify_run(
+    run_id: RunIdPath, identity: AuditorIdentity, kernel: KernelDep, request: Request
+) -> VerifyOut:
+    """Recompute the run's hash chain and say where, if anywhere, it breaks."""
+    log_fields(request)["run_id"] = run_id
+    report = await kernel.lifecycle.replay.verify(identity.tenant_id, RunId(run_id))
+    return VerifyOut(
+        ok=report.ok, entries=report.entries, broken_at=report.broken_at, reason=report.reason
+    )
+
+
+@router.post(
+    "/v1/runs/{run_id}/replay",
+    response_model=ReplayOut,
+    responses=problem_responses(401, 403, 404, 413, 415, 422, 503),
+)
+async def replay_run(
+    run_id: RunIdPath, identity: ReplayIdentity, kernel: KernelDep, request: Request
+) -> ReplayOut:
+    """The recorded results in causal order. Runs, mints and dispatches nothing."""
+    log_fields(request)["run_id"] = run_id
+    results = await kernel.lifecycle.replay.replay(identity.tenant_id, RunId(run_id))
+    return ReplayOut(run_id=run_id, results=results)

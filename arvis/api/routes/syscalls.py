@@ -1,0 +1,52 @@
+"""``POST /v1/syscalls``: the only HTTP route to a tool body."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, Request, Response
+
+from arvis.api.identity import AgentIdentity, KernelDep, log_fields
+from arvis.api.metrics import ApiMetrics
+from arvis.api.problems import problem_responses
+from arvis.domain.errors import ArvisError
+from arvis.lifecycle.results import Syscall, SyscallResult
+
+router = APIRouter(tags=["syscalls"])
+
+
+@router.post(
+    "/v1/syscalls",
+    response_model=SyscallResult,
+    responses={
+        202: {"model": SyscallResult, "description": "Consent required; nothing ran."},
+        **problem_responses(400, 401, 403, 409, 413, 415, 422, 503),
+    },
+    summary="Govern one tool.execute",
+)
+async def post_syscall(
+    syscall: Syscall,
+    identity: AgentIdentity,
+    kernel: KernelDep,
+    request: Request,
+    response: Response,
+) -> SyscallResult:
+    """Admit, run once and journal one tool call, or refuse it, or ask for consent.
+
+    200 for `executed`, `deduplicated` and `refused`; 202 for `confirmation_required`.
+    """
+    fields = log_fields(request)
+    fields["run_id"] = syscall.run_id
+    fields["causal_id"] = syscall.causal_id
+    metrics: ApiMetrics = request.app.state.metrics
+    started = time.perf_counter()
+    try:
+        result = await kernel.lifecycle.handler.handle(syscall, identity)
+    except ArvisError as exc:
+        metrics.syscall_errors.labels(exc.code).inc()
+        raise
+    metrics.observe_syscall(result, time.perf_counter() - started)
+    fields["outcome"] = result.outcome
+    if result.outcome == "confirmation_required":
+        response.status_code = 202
+    return result

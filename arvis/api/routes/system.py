@@ -1,0 +1,74 @@
+"""Tools of the current plan, health, readiness and metrics."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+
+from arvis.api.identity import AdminIdentity, AnyIdentity, KernelDep
+from arvis.api.metrics import ApiMetrics
+from arvis.api.problems import problem, problem_responses
+from arvis.api.schemas import ToolOut, ToolsOut
+from arvis.domain.errors import StoreUnavailable
+from arvis.store.stats import audit_incomplete_runs
+
+router = APIRouter()
+
+
+@router.get(
+    "/v1/tools",
+    response_model=ToolsOut,
+    tags=["tools"],
+    responses=problem_responses(401, 503),
+)
+async def list_tools(_: AnyIdentity, kernel: KernelDep) -> ToolsOut:
+    """Definitions of the current tool plan (any role)."""
+    plan = kernel.lifecycle.plans.current
+    return ToolsOut(
+        plan_id=plan.plan_id,
+        tools=[
+            ToolOut(
+                name=d.name,
+                description=d.description,
+                input_schema=dict(d.input_schema),
+                effect=d.effect.value,
+                replay_safety=d.replay_safety.value,
+                capabilities=list(d.capabilities),
+                fingerprint=d.fingerprint,
+            )
+            for d in plan.definitions.values()
+        ],
+    )
+
+
+@router.get("/healthz", tags=["health"])
+async def healthz() -> dict[str, str]:
+    """Liveness: the process answers."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz", tags=["health"], responses=problem_responses(503))
+async def readyz(kernel: KernelDep) -> dict[str, str]:
+    """Readiness: the database answers."""
+    await kernel.store.ping()
+    return {"status": "ready"}
+
+
+@router.get(
+    "/metrics",
+    tags=["health"],
+    response_class=Response,
+    responses={
+        200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
+        **problem_responses(401, 403),
+    },
+)
+async def metrics(_: AdminIdentity, kernel: KernelDep, request: Request) -> Response:
+    """Prometheus text format (admin role)."""
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+    collected: ApiMetrics = request.app.state.metrics
+    try:
+        collected.audit_incomplete_runs.set(await audit_incomplete_runs(kernel.store.engine))
+    except StoreUnavailable:
+        return problem("store_unavailable", "the database is unreachable")
+    return Response(generate_latest(collected.registry), media_type=CONTENT_TYPE_LATEST)

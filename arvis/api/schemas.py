@@ -1,0 +1,96 @@
+"""Response and request bodies of the HTTP API (not the storage rows)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from arvis.lifecycle.results import SyscallResult
+
+ConfirmationState = Literal["PENDING", "APPROVED", "RESERVED", "CONSUMED", "DENIED", "EXPIRED"]
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class ToolOut(_Out):
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    effect: str
+    replay_safety: str
+    capabilities: list[str]
+    fingerprint: str
+
+
+class ToolsOut(_Out):
+    plan_id: str
+    """The current plan; a new run binds to it."""
+    tools: list[ToolOut]
+
+
+class JournalEntryOut(_Out):
+    position: int
+    kind: str
+    causal_id: str
+    idempotency_key: str
+    attempt: int | None
+    intent_id: str | None
+    boundary: str | None
+    body: dict[str, Any]
+    prev_hash: str
+    entry_hash: str
+    recorded_at: datetime
+
+
+class JournalPage(_Out):
+    run_id: str
+    entries: list[JournalEntryOut]
+    next_after: int | None
+    """Pass as ``after`` for the next page; null on the last page."""
+
+
+class VerifyOut(_Out):
+    ok: bool
+    entries: int
+    """Entries that verified before the first break (all of them when ``ok``)."""
+    broken_at: int | None
+    """The first position where the chain breaks, or null."""
+    reason: str | None = None
+
+
+class ReplayOut(_Out):
+    run_id: str
+    results: list[SyscallResult]
+    """The latest recorded result of each causal id, in the order first settled."""
+
+
+class ConfirmationOut(_Out):
+    id: str
+    state: ConfirmationState
+    run_id: str
+    causal_id: str
+    idempotency_key: str
+    tool: str
+    payload: Any
+    """The frozen payload the approver consents to."""
+    decided_by: str | None
+    reason: str | None
+    expires_at: datetime
+    created_at: datetime
+
+
+class ConfirmationList(_Out):
+    confirmations: list[ConfirmationOut]
+    next_after: str | None
+
+
+class DecisionBody(BaseModel):
+    """Optional body of approve and deny."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    reason: str | None = Field(default=None, max_length=500)

@@ -1,0 +1,145 @@
+"""API keys on PostgreSQL. Each method is its own short transaction.
+
+Keys are identity administration, not part of a governed effect, so they live
+beside the lifecycle's unit of work rather than inside it (like the plan store).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import text
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from arvis.domain.apikeys import IssuedToken, issue_token
+from arvis.domain.identity import Role
+from arvis.store.errors import translate
+
+ROLES: tuple[Role, ...] = ("agent", "approver", "auditor", "admin")
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKeyRecord:
+    tenant_id: str
+    key_id: str
+    principal: str
+    roles: tuple[Role, ...]
+    secret_hash: str
+    created_at: datetime
+    revoked_at: datetime | None
+
+    @property
+    def revoked(self) -> bool:
+        return self.revoked_at is not None
+
+
+_COLUMNS = "tenant_id, key_id, principal, roles, secret_hash, created_at, revoked_at"
+
+
+class PgKeyStore:
+    """Creates, finds, lists and revokes API keys. Stores only secret hashes."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+
+    @asynccontextmanager
+    async def _connection(self, *, write: bool) -> AsyncIterator[AsyncConnection]:
+        try:
+            if write:
+                async with self._engine.begin() as conn:
+                    yield conn
+            else:
+                async with self._engine.connect() as conn:
+                    yield conn
+        except Exception as exc:
+            domain = translate(exc)
+            if domain is not None:
+                raise domain from exc
+            raise
+
+    async def create(
+        self, tenant_id: str, principal: str, roles: Sequence[Role]
+    ) -> tuple[ApiKeyRecord, IssuedToken]:
+        """A new key; the returned token is the only copy of its secret."""
+        issued = issue_token()
+        async with self._connection(write=True) as conn:
+            row = (
+                (
+                    await conn.execute(
+                        text(
+                            "INSERT INTO api_keys"
+                            " (tenant_id, key_id, principal, roles, secret_hash)"
+                            f" VALUES (:t, :k, :p, :r, :h) RETURNING {_COLUMNS}"
+                        ),
+                        {
+                            "t": tenant_id,
+                            "k": issued.key_id,
+                            "p": principal,
+                            "r": sorted(set(roles)),
+                            "h": issued.secret_hash,
+                        },
+                    )
+                )
+                .mappings()
+                .one()
+            )
+        return _record(row), issued
+
+    async def get(self, key_id: str) -> ApiKeyRecord | None:
+        async with self._connection(write=False) as conn:
+            row = (
+                (
+                    await conn.execute(
+                        text(f"SELECT {_COLUMNS} FROM api_keys WHERE key_id = :k"), {"k": key_id}
+                    )
+                )
+                .mappings()
+                .first()
+            )
+        return None if row is None else _record(row)
+
+    async def list(self, tenant_id: str | None = None) -> list[ApiKeyRecord]:
+        async with self._connection(write=False) as conn:
+            rows = (
+                (
+                    await conn.execute(
+                        text(
+                            f"SELECT {_COLUMNS} FROM api_keys"
+                            " WHERE cast(:t AS text) IS NULL OR tenant_id = :t"
+                            " ORDER BY tenant_id, created_at, key_id"
+                        ),
+                        {"t": tenant_id},
+                    )
+                )
+                .mappings()
+                .all()
+            )
+        return [_record(row) for row in rows]
+
+    async def revoke(self, key_id: str, tenant_id: str | None = None) -> bool:
+        """Revoke a key (of ``tenant_id`` when given); False when there is no such live key."""
+        async with self._connection(write=True) as conn:
+            result = await conn.execute(
+                text(
+                    "UPDATE api_keys SET revoked_at = now() WHERE key_id = :k"
+                    " AND revoked_at IS NULL AND (cast(:t AS text) IS NULL OR tenant_id = :t)"
+                ),
+                {"k": key_id, "t": tenant_id},
+            )
+        return int(result.rowcount) == 1
+
+
+def _record(data: RowMapping) -> ApiKeyRecord:
+    return ApiKeyRecord(
+        tenant_id=data["tenant_id"],
+        key_id=data["key_id"],
+        principal=data["principal"],
+        roles=tuple(data["roles"]),
+        secret_hash=data["secret_hash"],
+        created_at=data["created_at"],
+        revoked_at=data["revoked_at"],
+    )

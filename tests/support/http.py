@@ -1,0 +1,97 @@
+"""The real app over HTTP for e2e tests: lifespan run, real store, keys per tenant and role."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+from fastapi import FastAPI
+
+from arvis.api.app import create_app
+from arvis.bootstrap import build_kernel
+from arvis.config import Settings
+from arvis.domain.identity import Role
+from arvis.store.database import PgStore
+from arvis.store.engine import libpq_url
+from arvis.store.keys import PgKeyStore
+
+ROLES: tuple[Role, ...] = ("agent", "approver", "auditor", "admin")
+TENANTS = ("acme", "globex")
+
+
+@dataclass
+class Api:
+    """An HTTP client on the app, with one key per (tenant, role)."""
+
+    app: FastAPI
+    client: httpx.AsyncClient
+    database_url: str
+    tokens: dict[str, str]
+    """``"acme:agent"`` → bearer token."""
+
+    def auth(self, who: str = "acme:agent") -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.tokens[who]}"}
+
+    async def syscall(
+        self,
+        tool: str,
+        payload: dict[str, Any],
+        *,
+        run_id: str,
+        causal_id: str,
+        who: str = "acme:agent",
+    ) -> httpx.Response:
+        body = {
+            "name": "tool.execute",
+            "run_id": run_id,
+            "causal_id": causal_id,
+            "decision": {"tool": tool, "payload": payload},
+        }
+        return await self.client.post("/v1/syscalls", json=body, headers=self.auth(who))
+
+    def sql(self, query: str, *params: Any) -> list[tuple[Any, ...]]:
+        with psycopg.connect(libpq_url(self.database_url), autocommit=True) as conn:
+            cursor = conn.execute(query, params)
+            return cursor.fetchall() if cursor.description else []
+
+    def journal_count(self) -> int:
+        return int(self.sql("SELECT count(*) FROM journal_entries")[0][0])
+
+
+async def mint_keys(
+    database_url: str, tenants: Sequence[str] = TENANTS, roles: Sequence[Role] = ROLES
+) -> dict[str, str]:
+    store = await PgStore.open(database_url)
+    try:
+        keys = PgKeyStore(store.engine)
+        tokens: dict[str, str] = {}
+        for tenant in tenants:
+            for role in roles:
+                _, issued = await keys.create(tenant, f"{role}-of-{tenant}", [role])
+                tokens[f"{tenant}:{role}"] = issued.token
+        return tokens
+    finally:
+        await store.close()
+
+
+def test_settings(database_url: str, data_dir: Path, **overrides: Any) -> Settings:
+    return Settings(database_url=database_url, data_dir=data_dir, **overrides)
+
+
+@asynccontextmanager
+async def serve_api(
+    database_url: str, data_dir: Path, *, max_body_bytes: int = 64 * 1024
+) -> AsyncIterator[Api]:
+    """The app with its lifespan running, and an ``httpx`` client speaking ASGI to it."""
+    settings = test_settings(database_url, data_dir, max_body_bytes=max_body_bytes)
+    tokens = await mint_keys(database_url)
+    app = create_app(lambda: build_kernel(settings), max_body_bytes=max_body_bytes)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://arvis.test") as client:
+            yield Api(app=app, client=client, database_url=database_url, tokens=tokens)
