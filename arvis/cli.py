@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import signal
 import sys
-from typing import Annotated, NoReturn
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from arvis import __version__
-from arvis.config import Settings, load_settings
-from arvis.domain.errors import ArvisError
-from arvis.store.database import DatabaseTarget, resolve_database
-from arvis.store.engine import create_sync_engine, redacted
+from arvis.cli_common import database_or_exit, fail, require_schema, settings_or_exit
+from arvis.cli_keys import DEMO_KEYS_FILE, DEMO_TENANT, ensure_demo_keys, keys_app
+from arvis.cli_runs import register as register_run_commands
+from arvis.config import Settings
+from arvis.store.database import DatabaseTarget
 from arvis.store.errors import translate
-from arvis.store.migrate import check_revision, upgrade
+from arvis.store.migrate import upgrade
 
 app = typer.Typer(
     name="arvis",
@@ -25,25 +28,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-
-def _fail(message: str, code: int = 1) -> NoReturn:
-    typer.echo(f"arvis: error: {message}", err=True)
-    raise typer.Exit(code)
-
-
-def _settings() -> Settings:
-    try:
-        return load_settings()
-    except ArvisError as exc:
-        _fail(exc.message, 2)
-
-
-def _database(settings: Settings, *, stop_at_exit: bool = True) -> DatabaseTarget:
-    try:
-        return resolve_database(settings.database_url, settings.data_dir, stop_at_exit=stop_at_exit)
-    except ArvisError as exc:
-        _fail(exc.message)
+app.add_typer(keys_app, name="keys")
+register_run_commands(app)
 
 
 def _version_callback(value: bool) -> None:
@@ -67,13 +53,13 @@ def main_options(
 @app.command()
 def migrate() -> None:
     """Bring the database schema to this version's head. Safe to run again."""
-    settings = _settings()
-    target = _database(settings)
+    settings = settings_or_exit()
+    target = database_or_exit(settings)
     try:
         before, after = upgrade(target.url)
     except Exception as exc:
         domain = translate(exc)
-        _fail(domain.message if domain else f"migration failed: {exc}")
+        fail(domain.message if domain else f"migration failed: {exc}")
     if before == after:
         typer.echo(f"database already at revision {after}; nothing to do")
     else:
@@ -87,9 +73,9 @@ def serve(
     workers: Annotated[int, typer.Option(min=1, max=64, help="Worker processes.")] = 1,
 ) -> None:
     """Serve the HTTP API. Refuses a database that is not migrated to this version."""
-    settings = _settings()
-    target = _database(settings)
-    _require_schema(target.url)
+    settings = settings_or_exit()
+    target = database_or_exit(settings)
+    require_schema(target.url)
     _serve(settings, target, host=host, port=port, workers=workers)
 
 
@@ -98,13 +84,50 @@ def quickstart(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
 ) -> None:
-    """Migrate, then serve: the first five minutes on a fresh machine."""
-    settings = _settings()
-    target = _database(settings)
+    """Migrate, make sure the demo tenant has keys, then serve: a newcomer's first minutes."""
+    settings = settings_or_exit()
+    target = database_or_exit(settings)
     before, after = upgrade(target.url)
     if before != after:
         typer.echo(f"database migrated to revision {after}", err=True)
+
+    tokens, minted = ensure_demo_keys(target.url, settings.data_dir)
+    _print_welcome(settings, host, port, tokens, minted)
     _serve(settings, target, host=host, port=port, workers=1)
+
+
+def _print_welcome(
+    settings: Settings, host: str, port: int, tokens: dict[str, str], minted: bool
+) -> None:
+    keys_file = (settings.data_dir / DEMO_KEYS_FILE).resolve()
+    url = f"http://{host}:{port}"
+    echo = typer.echo
+    if minted:
+        echo(f"Created tenant {DEMO_TENANT!r} with one API key per role (shown only now):")
+        for role, token in tokens.items():
+            echo(f"  {role:<9} {token}")
+        echo(f"They are also saved, readable only by you, in {keys_file}")
+    else:
+        echo(f"Demo keys of tenant {DEMO_TENANT!r}: {keys_file} (created at the first start)")
+    echo("")
+    echo(f"ARVIS is at {url}  (API docs: {url}/docs)")
+    echo("Post a first syscall:")
+    echo("")
+    echo(f"  {_key_export('agent', keys_file)}")
+    echo(f"  curl -s -X POST {url}/v1/syscalls \\")
+    echo('    -H "Authorization: Bearer $ARVIS_KEY" -H "Content-Type: application/json" \\')
+    body = (
+        '{"name": "tool.execute", "run_id": "demo-run", "causal_id": "step-1",'
+        ' "decision": {"tool": "echo", "payload": {"hello": "world"}}}'
+    )
+    echo(f"    -d {shlex.quote(body)}")
+    echo("")
+    echo("Then follow the walk-through in README.md.")
+
+
+def _key_export(role: str, keys_file: Path) -> str:
+    reader = f"import json,sys; print(json.load(open(sys.argv[1]))[{role!r}])"
+    return f"export ARVIS_KEY=$(python3 -c {shlex.quote(reader)} {shlex.quote(str(keys_file))})"
 
 
 def _serve(
@@ -120,7 +143,7 @@ def _serve(
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     typer.echo(f"ARVIS {__version__} serving on http://{host}:{port}", err=True)
     uvicorn.run(
-        "arvis.api.app:create_app",
+        "arvis.api.app:create_served_app",
         factory=True,
         host=host,
         port=port,
@@ -128,20 +151,6 @@ def _serve(
         log_level=settings.log_level.lower(),
         access_log=False,
     )
-
-
-def _require_schema(url: str) -> None:
-    engine = create_sync_engine(url)
-    try:
-        with engine.connect() as conn:
-            check_revision(conn)
-    except ArvisError as exc:
-        _fail(exc.message)
-    except Exception as exc:
-        domain = translate(exc)
-        _fail(domain.message if domain else f"cannot reach {redacted(url)}: {exc}")
-    finally:
-        engine.dispose()
 
 
 def main() -> None:

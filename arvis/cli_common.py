@@ -1,0 +1,64 @@
+"""What every ``arvis`` subcommand needs: settings, the database, failing with one line."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import NoReturn, TypeVar
+
+import typer
+
+from arvis.config import Settings, load_settings
+from arvis.domain.errors import ArvisError
+from arvis.store.database import DatabaseTarget, PgStore, resolve_database
+from arvis.store.engine import create_sync_engine, redacted
+from arvis.store.errors import translate
+from arvis.store.migrate import check_revision
+
+T = TypeVar("T")
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    typer.echo(f"arvis: error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def settings_or_exit() -> Settings:
+    try:
+        return load_settings()
+    except ArvisError as exc:
+        fail(exc.message, 2)
+
+
+def database_or_exit(settings: Settings, *, stop_at_exit: bool = True) -> DatabaseTarget:
+    try:
+        return resolve_database(settings.database_url, settings.data_dir, stop_at_exit=stop_at_exit)
+    except ArvisError as exc:
+        fail(exc.message)
+
+
+def require_schema(url: str) -> None:
+    engine = create_sync_engine(url)
+    try:
+        with engine.connect() as conn:
+            check_revision(conn)
+    except ArvisError as exc:
+        fail(exc.message)
+    except Exception as exc:
+        domain = translate(exc)
+        fail(domain.message if domain else f"cannot reach {redacted(url)}: {exc}")
+    finally:
+        engine.dispose()
+
+
+async def with_store(url: str, use: Callable[[PgStore], Awaitable[T]]) -> T:
+    """Open the store, use it, close it; domain errors become one line and exit 1."""
+    try:
+        store = await PgStore.open(url)
+    except ArvisError as exc:
+        fail(exc.message)
+    try:
+        return await use(store)
+    except ArvisError as exc:
+        fail(exc.message)
+    finally:
+        await store.close()

@@ -1,0 +1,166 @@
+"""``arvis keys …`` and the quick start's demo keys."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from arvis.cli_common import database_or_exit, fail, settings_or_exit, with_store
+from arvis.cli_output import emit_json, table
+from arvis.domain.identity import Role
+from arvis.store.database import PgStore
+from arvis.store.keys import ApiKeyRecord, PgKeyStore
+
+keys_app = typer.Typer(help="Create, list and revoke API keys.", no_args_is_help=True)
+
+DEMO_TENANT = "demo"
+DEMO_ROLES: tuple[Role, ...] = ("agent", "approver", "auditor", "admin")
+DEMO_KEYS_FILE = "demo-keys.json"
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for machines.")]
+
+
+def _row(record: ApiKeyRecord) -> dict[str, Any]:
+    return {
+        "tenant": record.tenant_id,
+        "key_id": record.key_id,
+        "principal": record.principal,
+        "roles": list(record.roles),
+        "created_at": record.created_at.isoformat(timespec="seconds"),
+        "revoked_at": None
+        if record.revoked_at is None
+        else record.revoked_at.isoformat(timespec="seconds"),
+    }
+
+
+def _url() -> str:
+    return database_or_exit(settings_or_exit()).url
+
+
+@keys_app.command("create")
+def create(
+    tenant: Annotated[str, typer.Option(help="The only tenant this key can touch.")],
+    principal: Annotated[str, typer.Option(help="Who uses the key (recorded in the journal).")],
+    role: Annotated[list[str], typer.Option(help="agent, approver, auditor or admin; repeatable.")],
+) -> None:
+    """Create a key. Its token is printed once, as the last line; only a hash is stored."""
+    roles = _roles(role)
+    if not tenant.strip() or not principal.strip():
+        fail("--tenant and --principal must not be empty", 2)
+
+    async def use(store: PgStore) -> tuple[ApiKeyRecord, str]:
+        record, issued = await PgKeyStore(store.engine).create(tenant, principal, roles)
+        return record, issued.token
+
+    record, token = asyncio.run(with_store(_url(), use))
+    typer.echo(
+        f"created key {record.key_id} for {record.principal} in tenant {record.tenant_id}"
+        f" ({', '.join(record.roles)}); the token below is shown only now:"
+    )
+    typer.echo(token)
+
+
+def _roles(given: list[str]) -> list[Role]:
+    known: tuple[Role, ...] = ("agent", "approver", "auditor", "admin")
+    roles: list[Role] = []
+    for name in given:
+        if name not in known:
+            fail(f"unknown role {name!r}; choose from {', '.join(known)}", 2)
+        roles.extend(r for r in known if r == name)
+    return roles
+
+
+@keys_app.command("list")
+def list_keys(
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant's keys.")] = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """List keys (never their secrets)."""
+
+    async def use(store: PgStore) -> list[ApiKeyRecord]:
+        return await PgKeyStore(store.engine).list(tenant)
+
+    rows = [_row(r) for r in asyncio.run(with_store(_url(), use))]
+    if json_out:
+        emit_json(rows)
+        return
+    columns = ["tenant", "key_id", "principal", "roles", "created_at", "revoked_at"]
+    table(rows, columns, empty="no keys")
+
+
+@keys_app.command("revoke")
+def revoke(
+    key_id: Annotated[str, typer.Argument(help="The key id (kXXXXXXXXXXXXXXXX).")],
+    tenant: Annotated[
+        str | None, typer.Option(help="Refuse unless the key is this tenant's.")
+    ] = None,
+) -> None:
+    """Revoke a key; requests with it are refused from now on."""
+
+    async def use(store: PgStore) -> bool:
+        return await PgKeyStore(store.engine).revoke(key_id, tenant)
+
+    if not asyncio.run(with_store(_url(), use)):
+        fail(f"no live key {key_id}")
+    typer.echo(f"revoked key {key_id}")
+
+
+def ensure_demo_keys(url: str, data_dir: Path) -> tuple[dict[str, str], bool]:
+    """The demo tenant's tokens by role, and whether they were minted just now.
+
+    Tokens live in ``data_dir/demo-keys.json`` (mode 0600) so a restart does not
+    mint new keys; the file is trusted only while its keys are live in this database.
+    """
+    path = data_dir / DEMO_KEYS_FILE
+    saved = _read_demo_keys(path)
+
+    async def check_or_mint(store: PgStore) -> dict[str, str] | None:
+        keys = PgKeyStore(store.engine)
+        if saved is not None and await _all_live(keys, saved):
+            return None
+        tokens: dict[str, str] = {}
+        for role in DEMO_ROLES:
+            _, issued = await keys.create(DEMO_TENANT, f"demo-{role}", [role])
+            tokens[role] = issued.token
+        return tokens
+
+    minted = asyncio.run(with_store(url, check_or_mint))
+    if minted is None:
+        assert saved is not None
+        return saved, False
+    data_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(minted, handle, indent=2)
+    path.chmod(0o600)
+    return minted, True
+
+
+def _read_demo_keys(path: Path) -> dict[str, str] | None:
+    with contextlib.suppress(OSError, ValueError):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(data, dict) and all(isinstance(data.get(role), str) for role in DEMO_ROLES):
+            return {role: data[role] for role in DEMO_ROLES}
+    return None
+
+
+async def _all_live(keys: PgKeyStore, tokens: dict[str, str]) -> bool:
+    from arvis.domain.apikeys import parse_token, secret_matches
+
+    for token in tokens.values():
+        presented = parse_token(token)
+        if presented is None:
+            return False
+        record = await keys.get(presented.key_id)
+        if (
+            record is None
+            or record.revoked
+            or not secret_matches(presented.secret, record.secret_hash)
+        ):
+            return False
+    return True

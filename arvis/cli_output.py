@@ -1,0 +1,39 @@
+"""How the ``arvis`` command prints: readable tables by default, JSON for machines."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import typer
+
+
+def emit_json(value: Any) -> None:
+    typer.echo(json.dumps(value, indent=2, sort_keys=True, default=str))
+
+
+def table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, empty: str) -> None:
+    """A plain aligned table of ``columns``; long cells are cut with an ellipsis."""
+    if not rows:
+        typer.echo(empty)
+        return
+    cells = [[_cell(row.get(column)) for column in columns] for row in rows]
+    widths = [
+        max(len(column), *(len(line[i]) for line in cells)) for i, column in enumerate(columns)
+    ]
+    typer.echo("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)))
+    for line in cells:
+        typer.echo("  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip())
+
+
+def _cell(value: Any, limit: int = 48) -> str:
+    if value is None:
+        text = "-"
+    elif isinstance(value, list | tuple):
+        text = ",".join(str(v) for v in value) or "-"
+    elif isinstance(value, dict):
+        text = json.dumps(value, sort_keys=True, default=str)
+    else:
+        text = str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
