@@ -247,3 +247,19 @@ async def test_an_unexpected_error_is_a_generic_500_without_its_text(api: Api) -
     problem = _problem(response, 500, "internal_error")
     assert "secret internals" not in response.text
     assert problem["detail"] == "the request could not be completed"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        _with(decision__tool="ec\x00ho"),
+        _with(decision__payload={"k": ["a\x00b"]}),
+        _with(decision__payload={"k\x00": 1}),
+    ],
+    ids=["tool", "payload-value", "payload-key"],
+)
+async def test_a_nul_character_is_refused_before_governance(api: Api, body: Any) -> None:
+    before = api.journal_count()
+    response = await api.client.post("/v1/syscalls", json=body, headers=api.auth())
+    _problem(response, 422, "payload_invalid")
+    assert api.journal_count() == before

@@ -79,7 +79,7 @@ async def mint_keys(
         await store.close()
 
 
-def test_settings(database_url: str, data_dir: Path, **overrides: Any) -> Settings:
+def app_settings(database_url: str, data_dir: Path, **overrides: Any) -> Settings:
     return Settings(database_url=database_url, data_dir=data_dir, **overrides)
 
 
@@ -88,7 +88,7 @@ async def serve_api(
     database_url: str, data_dir: Path, *, max_body_bytes: int = 64 * 1024
 ) -> AsyncIterator[Api]:
     """The app with its lifespan running, and an ``httpx`` client speaking ASGI to it."""
-    settings = test_settings(database_url, data_dir, max_body_bytes=max_body_bytes)
+    settings = app_settings(database_url, data_dir, max_body_bytes=max_body_bytes)
     tokens = await mint_keys(database_url)
     app = create_app(lambda: build_kernel(settings), max_body_bytes=max_body_bytes)
     async with app.router.lifespan_context(app):
