@@ -42,3 +42,13 @@ test-db: install
 
 clean:
 	rm -rf $(VENV) .arvis .mypy_cache .pytest_cache .ruff_cache
+
+## bench: every figure of docs/benchmarks.md, full sizes (minutes); installs the bench extra
+bench: install
+	$(PY) -m pip install -q -e '.[test,bench]'
+	$(PY) -m bench
+
+## bench-quick: the same figures at small sizes, for CI (under a minute)
+bench-quick: install
+	$(PY) -m pip install -q -e '.[test,bench]'
+	$(PY) -m bench --quick

@@ -1,0 +1,183 @@
+"""Figure 5: syscall p50 as the journal grows; replay and chain verification of a long run.
+
+Background rows (other runs of the same tenant) are seeded with set-based SQL
+in every lifecycle table, so indexes and heap have the shape of real use; the
+10,000-entry run that replay and verify read is a valid hash chain, computed
+with ARVIS's own ``entry_hash`` and loaded with COPY.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from arvis.domain.artifacts import GENESIS_HASH, entry_hash
+from arvis.domain.ids import RunId, TenantId
+from arvis.store.engine import libpq_url
+from bench.kernel import TENANT, open_kernel
+from bench.stats import summary_ms
+
+SEED_RUN_LENGTH = 1000
+CHUNK = 100_000
+
+# One statement per table; %(lo)s/%(hi)s is the entry range, g the entry number.
+SEED = (
+    """INSERT INTO runs (tenant_id, run_id, plan_id, journal_length, journal_head)
+       SELECT %(t)s, 'seed-' || r, %(plan)s, {n}, md5(r::text) || md5(r::text)
+       FROM generate_series(%(lo)s / {n}, (%(hi)s - 1) / {n}) r
+       ON CONFLICT DO NOTHING""",
+    """INSERT INTO actions (tenant_id, idempotency_key, run_id, causal_id, tool, payload_digest,
+         attempts, in_flight, last_boundary, last_retryable, last_position)
+       SELECT %(t)s, encode(sha256(('k' || g)::bytea), 'hex'), 'seed-' || (g / {n}), 'c-' || g,
+         'echo', md5(g::text) || md5(g::text), 1, false, 'EFFECT_COMPLETED', false, g %% {n} + 1
+       FROM generate_series(%(lo)s, %(hi)s - 1) g""",
+    """INSERT INTO capabilities (tenant_id, capability_id, run_id, idempotency_key, attempt,
+         manager_id, state, receipt_position)
+       SELECT %(t)s, 'cap_seed_' || g, 'seed-' || (g / {n}),
+         encode(sha256(('k' || g)::bytea), 'hex'), 1, 'seed', 'CONSUMED', -(g + 1)
+       FROM generate_series(%(lo)s, %(hi)s - 1) g""",
+    """INSERT INTO intents (tenant_id, intent_id, run_id, causal_id, idempotency_key, attempt, tool,
+         plan_id, payload, payload_digest, capability_id, commitment, receipt_position, context,
+         instance_id, settled, boundary, settled_at)
+       SELECT %(t)s, 'int_seed_' || g, 'seed-' || (g / {n}), 'c-' || g,
+         encode(sha256(('k' || g)::bytea), 'hex'), 1, 'echo', %(plan)s,
+         jsonb_build_object('n', g, 'text', 'hello'), md5(g::text) || md5(g::text),
+         'cap_seed_' || g,
+         md5('c' || g) || md5('c' || g), -(g + 1),
+         jsonb_build_object('tenant_id', %(t)s::text, 'run_id', 'seed-' || (g / {n}),
+           'causal_id', 'c-' || g,
+           'principal_id', 'bench', 'roles', jsonb_build_array('agent'), 'plan_id', %(plan)s::text),
+         'seed', true, 'EFFECT_COMPLETED', now()
+       FROM generate_series(%(lo)s, %(hi)s - 1) g""",
+    """INSERT INTO journal_entries (tenant_id, run_id, position, kind, causal_id, idempotency_key,
+         attempt, intent_id, boundary, body, prev_hash, entry_hash, recorded_at)
+       SELECT %(t)s, 'seed-' || (g / {n}), g %% {n} + 1, 'execution', 'c-' || g,
+         encode(sha256(('k' || g)::bytea), 'hex'), 1, 'int_seed_' || g, 'EFFECT_COMPLETED',
+         jsonb_build_object('tool', 'echo', 'result', jsonb_build_object('n', g, 'text', 'hello'),
+           'plan_id', %(plan)s::text, 'problem', null, 'retryable', false, 'principal_id', 'bench',
+           'capability_id', 'cap_seed_' || g, 'payload_digest', md5(g::text),
+           'confirmation_id', null, 'receipt', jsonb_build_object('position', -(g + 1),
+             'intent_commitment', md5('c' || g) || md5('c' || g), 'store_fingerprint', 'seed')),
+         md5((g - 1)::text) || md5((g - 1)::text), md5(g::text) || md5(g::text), now()
+       FROM generate_series(%(lo)s, %(hi)s - 1) g""",
+)
+
+
+async def measure_growth(
+    url: str, sizes: tuple[int, ...], samples: int, replay_entries: int
+) -> dict[str, Any]:
+    points = []
+    async with open_kernel(url, "growth") as kernel:
+        await kernel.timed(50)  # binds and persists the plan the seeds refer to
+        plan = _plan_id(url)
+        seeded = 0
+        for size in sizes:
+            seed_s = _seed(url, plan, seeded, size) if size > seeded else 0.0
+            seeded = max(seeded, size)
+            await kernel.timed(20)
+            points.append(
+                {
+                    "journal_entries": size,
+                    "seed_s": round(seed_s, 1),
+                    "syscall": summary_ms(await kernel.timed(samples)),
+                }
+            )
+        run_id = _load_chain(url, plan, replay_entries, kernel.prefix)
+        start = time.perf_counter()
+        replayed = await kernel.lifecycle.replay.replay(TenantId(TENANT), RunId(run_id))
+        replay_s = time.perf_counter() - start
+        start = time.perf_counter()
+        report = await kernel.lifecycle.replay.verify(TenantId(TENANT), RunId(run_id))
+        verify_s = time.perf_counter() - start
+    if len(replayed) != replay_entries or not report.ok:
+        raise RuntimeError(f"replay gave {len(replayed)} results; verify said {report}")
+    base = points[0]["syscall"]["p50_ms"]
+    for point in points:
+        point["p50_vs_empty"] = round(point["syscall"]["p50_ms"] / base, 3)
+    return {
+        "points": points,
+        "replay": {"entries": replay_entries, "seconds": round(replay_s, 4)},
+        "verify": {
+            "entries": report.entries,
+            "seconds": round(verify_s, 4),
+            "entries_per_s": round(report.entries / verify_s),
+        },
+    }
+
+
+def _plan_id(url: str) -> str:
+    with psycopg.connect(libpq_url(url)) as conn:
+        row = conn.execute("SELECT plan_id FROM runs LIMIT 1").fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def _seed(url: str, plan: str, lo: int, hi: int) -> float:
+    start = time.perf_counter()
+    with psycopg.connect(libpq_url(url)) as conn:
+        for chunk_lo in range(lo, hi, CHUNK):
+            params = {"t": TENANT, "plan": plan, "lo": chunk_lo, "hi": min(hi, chunk_lo + CHUNK)}
+            for statement in SEED:
+                conn.execute(statement.format(n=SEED_RUN_LENGTH), params)  # type: ignore[arg-type]
+            conn.commit()
+        conn.autocommit = True
+        conn.execute("ANALYZE")
+    return time.perf_counter() - start
+
+
+def _load_chain(url: str, plan: str, entries: int, prefix: str) -> str:
+    """A run of ``entries`` valid, hash-linked entries, as the kernel would have written."""
+    run_id = f"{prefix}-replay"
+    recorded_at = datetime.now(UTC)
+    prev = GENESIS_HASH
+    rows = []
+    for position in range(1, entries + 1):
+        key = f"replay-{position:064d}"[-64:]
+        fields: dict[str, Any] = {
+            "tenant_id": TENANT,
+            "run_id": run_id,
+            "position": position,
+            "kind": "execution",
+            "causal_id": f"c-{position}",
+            "idempotency_key": key,
+            "attempt": 1,
+            "intent_id": f"int_replay_{position}",
+            "boundary": "EFFECT_COMPLETED",
+            "body": {
+                "tool": "echo",
+                "result": {"n": position, "text": "hello"},
+                "plan_id": plan,
+                "problem": None,
+                "retryable": False,
+                "principal_id": "bench",
+                "capability_id": f"cap_replay_{position}",
+                "payload_digest": "0" * 64,
+                "confirmation_id": None,
+                "receipt": {
+                    "position": position,
+                    "intent_commitment": "0" * 64,
+                    "store_fingerprint": "bench",
+                },
+            },
+            "prev_hash": prev,
+            "recorded_at": recorded_at,
+        }
+        prev = entry_hash(**fields)
+        rows.append((*fields.values(), prev))
+    with psycopg.connect(libpq_url(url)) as conn:
+        conn.execute(
+            "INSERT INTO runs (tenant_id, run_id, plan_id, journal_length, journal_head)"
+            " VALUES (%s, %s, %s, %s, %s)",
+            (TENANT, run_id, plan, entries, prev),
+        )
+        columns = "tenant_id, run_id, position, kind, causal_id, idempotency_key, attempt,"
+        columns += " intent_id, boundary, body, prev_hash, recorded_at, entry_hash"
+        with conn.cursor().copy(f"COPY journal_entries ({columns}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row([Jsonb(v) if isinstance(v, dict) else v for v in row])
+        conn.commit()
+    return run_id

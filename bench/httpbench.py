@@ -1,0 +1,145 @@
+"""Figures 4 and 6: ``arvis serve --workers 2`` under load, and a worker's memory."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ARVIS = Path(sys.executable).with_name("arvis")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class HttpUnavailable(RuntimeError):
+    """The server or the key could not be had; the figure is reported as missing."""
+
+
+def measure_http(
+    url: str, concurrencies: tuple[int, ...], requests: int, memory_syscalls: int
+) -> dict[str, Any]:
+    env = {**os.environ, "ARVIS_DATABASE_URL": url, "ARVIS_LOG_LEVEL": "WARNING"}
+    env["ARVIS_DATA_DIR"] = tempfile.mkdtemp(prefix="arvis-bench-data-")
+    token, key_source = create_agent_key(env)
+    with serve(env) as (base, server):
+        run_load(base, token, 8, 400, "warm")
+        rss_warm = worker_rss(server.pid)
+        load = [run_load(base, token, c, requests * max(1, c // 4), f"c{c}") for c in concurrencies]
+        mem_run = run_load(base, token, 32, memory_syscalls, "mem") if memory_syscalls else None
+        rss_after = worker_rss(server.pid)
+    return {
+        "key_created_by": key_source,
+        "workers": 2,
+        "load": load,
+        "memory": {
+            "syscalls_after_warmup": mem_run["requests"] if mem_run else 0,
+            "memory_run_errors": mem_run["errors"] if mem_run else 0,
+            "worker_rss_mib_after_warmup": rss_warm,
+            "worker_rss_mib_after_syscalls": rss_after,
+        },
+    }
+
+
+def create_agent_key(env: dict[str, str]) -> tuple[str, str]:
+    """``arvis keys create`` (the token is its last line)."""
+    done = subprocess.run(
+        [
+            str(ARVIS),
+            "keys",
+            "create",
+            "--tenant",
+            "bench",
+            "--principal",
+            "bench",
+            "--role",
+            "agent",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        raise HttpUnavailable(f"arvis keys create failed ({done.returncode}): {done.stderr[-400:]}")
+    return lines[-1].strip(), "arvis keys create"
+
+
+@contextmanager
+def serve(env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    port = _free_port()
+    log = tempfile.NamedTemporaryFile(prefix="arvis-bench-serve-", suffix=".log", delete=False)  # noqa: SIM115
+    server = subprocess.Popen(
+        [str(ARVIS), "serve", "--workers", "2", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_ready(base, server, Path(log.name))
+        yield base, server
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log.close()
+
+
+def run_load(base: str, token: str, concurrency: int, requests: int, tag: str) -> dict[str, Any]:
+    """The load client in its own process, so its CPU is not the server's."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.loadgen", base, token, str(concurrency), str(requests), tag],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        check=False,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    if done.returncode != 0:
+        raise HttpUnavailable(f"load client failed: {done.stderr[-400:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def worker_rss(parent_pid: int) -> list[float]:
+    """RSS in MiB of each uvicorn worker (the serve process's Python children)."""
+    import psutil
+
+    children = psutil.Process(parent_pid).children(recursive=True)
+    workers = [c for c in children if any("spawn_main" in part for part in c.cmdline())]
+    return sorted(round(c.memory_info().rss / 2**20, 1) for c in workers)
+
+
+def _wait_ready(base: str, server: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise HttpUnavailable(f"arvis serve exited: {log.read_text()[-800:]}")
+        try:
+            if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise HttpUnavailable(f"arvis serve not ready after 60 s: {log.read_text()[-800:]}")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

@@ -1,0 +1,92 @@
+"""Figure 2: the kernel, SyscallHandler with the echo tool, in-process and sequential."""
+
+from __future__ import annotations
+
+import itertools
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from arvis.bootstrap import Lifecycle, compose_lifecycle
+from arvis.domain.identity import Identity
+from arvis.domain.ids import PrincipalId, TenantId
+from arvis.lifecycle.results import Syscall
+from arvis.store.database import PgStore
+from arvis.tools.builtins import builtin_tools
+from bench.stats import summary_ms
+
+TENANT = "bench"
+IDENTITY = Identity(
+    tenant_id=TenantId(TENANT),
+    principal_id=PrincipalId("bench"),
+    method="api_key",
+    key_id="k_bench",
+    roles=("agent",),
+)
+RUN_LENGTH = 500  # a new run every this many syscalls, as a fleet of agents would
+
+
+class BenchFailure(RuntimeError):
+    """A syscall did not execute: the figure would be meaningless."""
+
+
+@dataclass
+class Kernel:
+    store: PgStore
+    lifecycle: Lifecycle
+    prefix: str
+    counter: itertools.count[int]
+
+    async def syscall(self, run_id: str | None = None) -> None:
+        n = next(self.counter)
+        run = run_id or f"{self.prefix}-run-{n // RUN_LENGTH}"
+        result = await self.lifecycle.handler.handle(
+            Syscall(
+                name="tool.execute",
+                run_id=run,
+                causal_id=f"c-{n}",
+                decision={"tool": "echo", "payload": {"n": n, "text": "hello"}},  # type: ignore[arg-type]
+            ),
+            IDENTITY,
+        )
+        if result.outcome != "executed":
+            raise BenchFailure(f"syscall {n}: {result.outcome} {result.reason} {result.problem}")
+
+    async def timed(self, count: int) -> list[float]:
+        samples = []
+        for _ in range(count):
+            start = time.perf_counter()
+            await self.syscall()
+            samples.append(time.perf_counter() - start)
+        return samples
+
+
+@asynccontextmanager
+async def open_kernel(url: str, prefix: str) -> AsyncIterator[Kernel]:
+    """The composition the tests use (compose_lifecycle) on a migrated database."""
+    store = await PgStore.open(url)
+    try:
+        lifecycle = compose_lifecycle(
+            store=store, tools=builtin_tools(tempfile.mkdtemp(prefix="arvis-bench-sandbox-"))
+        )
+        yield Kernel(store, lifecycle, prefix, itertools.count())
+    finally:
+        await lifecycle.handler.drain()
+        await store.close()
+
+
+async def measure_kernel(url: str, count: int, warmup: int) -> dict[str, Any]:
+    """Sequential p50/p99 and client CPU per syscall."""
+    async with open_kernel(url, "kernel") as kernel:
+        await kernel.timed(warmup)
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        samples = await kernel.timed(count)
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    return {
+        "syscall": summary_ms(samples),
+        "throughput_per_s": round(count / wall, 1),
+        "client_cpu_ms_per_syscall": round(cpu / count * 1000, 4),
+    }

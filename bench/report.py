@@ -1,0 +1,62 @@
+"""The printed table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def render(r: dict[str, Any]) -> str:
+    rows: list[tuple[str, str, str]] = []
+
+    def add(figure: str, value: str, note: str = "") -> None:
+        rows.append((figure, value, note))
+
+    pg = r.get("postgres", {})
+    add("PostgreSQL", str(pg.get("settings", {}).get("server_version")), pg.get("source", ""))
+    if f := r.get("floor"):
+        add("1 floor: 2x INSERT+COMMIT", _lat(f["pair"]), "BEGIN/INSERT/COMMIT x2, 6 round trips")
+        add("1 floor: 2x autocommit INSERT", _lat(f["pair_autocommit"]), "2 round trips")
+    if k := r.get("kernel"):
+        add("2 kernel: tool.execute echo", _lat(k["syscall"]), f"{k['throughput_per_s']}/s seq")
+        add("2 kernel client CPU", f"{k['client_cpu_ms_per_syscall']:.2f} ms/syscall")
+    if t := r.get("roundtrips"):
+        add("2 round trips / syscall", f"{t['round_trips_per_syscall']}", "wire, PQtrace")
+    if p := r.get("peer"):
+        if p.get("available"):
+            add("3 DBOS 1-step workflow", _lat(p["sequential"]), f"dbos {p.get('version')}")
+            add("3 DBOS 8 threads", f"{p['throughput_per_s']}/s")
+            add("3 DBOS client CPU", f"{p['client_cpu_ms_per_workflow']:.2f} ms/workflow")
+        else:
+            add("3 DBOS", "NOT RUN", p.get("why", "")[:80])
+    for load in (r.get("http") or {}).get("load", []):
+        add(
+            f"4 HTTP c={load['concurrency']}",
+            f"{load['throughput_per_s']}/s, {_lat(load['latency'])}",
+            f"errors {load['errors']}",
+        )
+    if m := (r.get("http") or {}).get("memory"):
+        add(
+            "6 worker RSS MiB",
+            f"{m['worker_rss_mib_after_warmup']} -> {m['worker_rss_mib_after_syscalls']}",
+            f"after {m['syscalls_after_warmup']} syscalls",
+        )
+    if g := r.get("growth"):
+        for point in g["points"]:
+            add(
+                f"5 growth @ {point['journal_entries']:,} entries",
+                _lat(point["syscall"]),
+                f"x{point['p50_vs_empty']} of empty",
+            )
+        add("5 replay 10k-entry run", f"{g['replay']['seconds']:.3f} s")
+        add("5 verify chain", f"{g['verify']['entries_per_s']:,} entries/s")
+    for name, value in (r.get("ratios") or {}).items():
+        add(f"ratio {name}", "n/a" if value is None else f"{value}")
+    for name, why in r.get("failures", {}).items():
+        add(f"FAILED {name}", why[:60])
+    width = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines = [" | ".join(cell.ljust(width[i]) for i, cell in enumerate(row)) for row in rows]
+    return "\n".join(lines)
+
+
+def _lat(s: dict[str, Any]) -> str:
+    return f"p50 {s['p50_ms']:.2f} ms, p99 {s['p99_ms']:.2f} ms"
