@@ -24,6 +24,7 @@ from arvis.lifecycle.manager import DEFAULT_CONFIRMATION_TTL, ToolManager
 from arvis.lifecycle.outbox import IntentOutboxService
 from arvis.lifecycle.policy import RulePolicy, ToolPolicy, parse_policy_config
 from arvis.lifecycle.ports import AuditSink
+from arvis.lifecycle.recovery import InstanceLease, RecoveryRuntime, RecoverySweeper
 from arvis.lifecycle.replay import ReplayService
 from arvis.lifecycle.syscalls import SyscallHandler
 from arvis.store.audit import PgAuditSink, PgPlanStore
@@ -97,6 +98,7 @@ class Kernel:
     lifecycle: Lifecycle
     http: httpx.AsyncClient
     instance_id: InstanceId
+    recovery: RecoveryRuntime | None = None
     extras: dict[str, object] = field(default_factory=dict)
 
     @property
@@ -104,8 +106,24 @@ class Kernel:
         """API keys of every tenant, on the same store."""
         return PgKeyStore(self.store.engine)
 
+    async def start(self) -> None:
+        """Settle what earlier lives left behind, then hold this instance's lease
+        and keep sweeping (DESIGN §6)."""
+        self.recovery = RecoveryRuntime(
+            InstanceLease(self.store, self.instance_id, self.settings.lease_ttl_s),
+            RecoverySweeper(self.store, SystemClock()),
+            sweep_interval_s=self.settings.sweep_interval_s,
+        )
+        await self.recovery.start()
+
     async def close(self) -> None:
-        await self.lifecycle.handler.drain()
+        """Graceful shutdown: stop admitting, let in-flight syscalls finish and
+        journal within the grace period, then release the lease."""
+        handler = self.lifecycle.handler
+        handler.stop_admitting()
+        await handler.drain(self.settings.shutdown_grace_s)
+        if self.recovery is not None:
+            await self.recovery.stop()
         await self.http.aclose()
         await self.store.close()
 
@@ -127,7 +145,9 @@ async def build_kernel(settings: Settings | None = None) -> Kernel:
     try:
         tools = load_tools(settings, file_config, http)
         policy = RulePolicy(parse_policy_config(file_config.policy))
-        ttl_s = float(file_config.confirmations.get("ttl_s", DEFAULT_CONFIRMATION_TTL.seconds))
+        ttl_s = float(
+            file_config.confirmations.get("ttl_s", DEFAULT_CONFIRMATION_TTL.total_seconds())
+        )
         target = resolve_database(settings.database_url, settings.data_dir)
         store = await PgStore.open(target.url)
     except BaseException:

@@ -15,6 +15,7 @@ import typer
 from arvis import __version__
 from arvis.cli_common import database_or_exit, fail, require_schema, settings_or_exit
 from arvis.cli_keys import DEMO_KEYS_FILE, DEMO_TENANT, ensure_demo_keys, keys_app
+from arvis.cli_recover import recover
 from arvis.cli_runs import register as register_run_commands
 from arvis.config import Settings
 from arvis.store.database import DatabaseTarget
@@ -30,6 +31,7 @@ app = typer.Typer(
 )
 app.add_typer(keys_app, name="keys")
 register_run_commands(app)
+app.command("recover")(recover)
 
 
 def _version_callback(value: bool) -> None:

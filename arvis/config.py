@@ -45,6 +45,13 @@ class Settings(BaseSettings):
     """Deadline for one HTTP request, tool dispatch included."""
     tool_timeout_s: float = Field(default=20.0, gt=0, le=600)
     """Default deadline for one tool dispatch."""
+    lease_ttl_s: float = Field(default=15.0, ge=1, le=3600)
+    """An instance whose heartbeat is older than this is presumed dead; recovery
+    settles what it left."""
+    sweep_interval_s: float = Field(default=10.0, ge=0.1, le=3600)
+    """How often each instance looks for intents of dead instances."""
+    shutdown_grace_s: float = Field(default=10.0, ge=0, le=600)
+    """How long a stopping instance lets in-flight syscalls finish and journal."""
     log_level: str = "INFO"
 
     @field_validator("database_url")

@@ -34,6 +34,7 @@ def create_app(
         kernel = await factory()
         app.state.kernel = kernel
         try:
+            await kernel.start()
             yield
         finally:
             await kernel.close()

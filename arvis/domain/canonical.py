@@ -22,7 +22,10 @@ def check_json(value: Any, *, max_depth: int, path: str = "$", depth: int = 0) -
     """Raise PayloadError unless ``value`` is plain JSON no deeper than ``max_depth``."""
     if depth > max_depth:
         raise PayloadError(f"nested deeper than {max_depth} levels", path)
-    if value is None or isinstance(value, bool | str):
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, str):
+        _check_text(value, path, "strings")
         return
     if isinstance(value, int):
         if abs(value) > MAX_SAFE_INTEGER:
@@ -36,6 +39,7 @@ def check_json(value: Any, *, max_depth: int, path: str = "$", depth: int = 0) -
         for key, item in value.items():
             if not isinstance(key, str):
                 raise PayloadError(f"object key {key!r} is not a string", path)
+            _check_text(key, path, "object keys")
             check_json(item, max_depth=max_depth, path=f"{path}.{key}", depth=depth + 1)
         return
     if isinstance(value, list | tuple):
@@ -43,6 +47,18 @@ def check_json(value: Any, *, max_depth: int, path: str = "$", depth: int = 0) -
             check_json(item, max_depth=max_depth, path=f"{path}[{index}]", depth=depth + 1)
         return
     raise PayloadError(f"{type(value).__name__} is not a JSON value", path)
+
+
+def _check_text(text: str, path: str, what: str) -> None:
+    # PostgreSQL text and jsonb cannot hold U+0000, and a lone surrogate is not
+    # Unicode at all: refuse both before anything is recorded, rather than fail
+    # after a tool has run.
+    if "\x00" in text:
+        raise PayloadError(f"{what} may not contain U+0000", path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise PayloadError(f"{what} may not contain unpaired surrogates", path) from None
 
 
 def canonical_bytes(value: Any) -> bytes:

@@ -15,6 +15,12 @@ class AttemptInFlight(ArvisError):
         self.idempotency_key = idempotency_key
 
 
+class ShuttingDown(ArvisError):
+    """This instance stopped admitting syscalls; another instance can take them."""
+
+    code = "shutting_down"
+
+
 class IdentityRefused(ArvisError):
     """The caller's identity is not acceptable in this environment."""
 

@@ -206,8 +206,11 @@ class IntentRepository(Protocol):
         self, tenant_id: TenantId, intent_id: IntentId, boundary: EffectBoundary
     ) -> bool: ...
 
-    async def unsettled(self, *, expired_owners_only: bool, limit: int) -> list[UnsettledIntent]:
-        """Unsettled intents (of expired instance leases when asked), SKIP LOCKED."""
+    async def unsettled(
+        self, *, expired_owners_only: bool, limit: int, owner: str | None = None
+    ) -> list[UnsettledIntent]:
+        """Unsettled intents under FOR UPDATE SKIP LOCKED: of ``owner`` when given,
+        else of instances whose lease expired (or of anyone, when not asked)."""
         ...
 
 
@@ -262,6 +265,14 @@ class JournalRepository(Protocol):
     ) -> list[JournalEntry]: ...
 
 
+class LeaseRepository(Protocol):
+    async def hold(self, instance_id: str, ttl_s: float) -> None:
+        """Create or extend this instance's lease to now + ``ttl_s`` (database time)."""
+        ...
+
+    async def release(self, instance_id: str) -> None: ...
+
+
 class AuditSink(Protocol):
     """A qualified audit sink: durably records an intent, answers a receipt."""
 
@@ -283,6 +294,8 @@ class LifecycleUnitOfWork(Protocol):
     def confirmations(self) -> ConfirmationRepository: ...
     @property
     def journal(self) -> JournalRepository: ...
+    @property
+    def leases(self) -> LeaseRepository: ...
 
     async def __aenter__(self) -> Self: ...
 

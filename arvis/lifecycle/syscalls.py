@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +44,12 @@ from arvis.lifecycle.authorization import (
     ToolAuthorizationService,
 )
 from arvis.lifecycle.effects import EffectDispatcher
-from arvis.lifecycle.errors import AttemptInFlight, CapabilityError, IdentityRefused
+from arvis.lifecycle.errors import (
+    AttemptInFlight,
+    CapabilityError,
+    IdentityRefused,
+    ShuttingDown,
+)
 from arvis.lifecycle.manager import ToolManager
 from arvis.lifecycle.outbox import IntentOutboxService
 from arvis.lifecycle.ports import (
@@ -111,6 +118,7 @@ class SyscallHandler:
         instance_id: InstanceId,
         production: bool = False,
         journal_attempts: int = 5,
+        phase_observer: Callable[[str, float], None] | None = None,
     ) -> None:
         self.store = store
         self.plans = plans
@@ -122,29 +130,64 @@ class SyscallHandler:
         self.instance_id = instance_id
         self.production = production
         self.journal_attempts = journal_attempts
+        self.phase_observer = phase_observer
+        """Called with ("admission" | "dispatch" | "journal", seconds) after each phase."""
         self._late: set[asyncio.Task[None]] = set()
+        self._admitting = True
+        self._in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
 
     async def handle(self, syscall: Syscall, identity: Identity) -> SyscallResult:
         """Govern one ``tool.execute``. Raises only for what is not a governed outcome:
         a refused identity, a payload that is not JSON, an attempt in flight, or an
         unavailable store or audit sink (in which case nothing ran)."""
+        if not self._admitting:
+            raise ShuttingDown("this instance is shutting down; retry on another instance")
         self._require_identity(identity)
         payload = freeze_payload(syscall.decision.payload)
         ids = _Ids.fresh()
+        self._in_flight += 1
+        self._idle.clear()
+        try:
+            return await self._handle(syscall, identity, payload, ids)
+        finally:
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self._idle.set()
+
+    async def _handle(
+        self, syscall: Syscall, identity: Identity, payload: FrozenEffectPayload, ids: _Ids
+    ) -> SyscallResult:
+        clock = time.perf_counter
+        started = clock()
         try:
             step = await retry_transaction(lambda: self._admit(syscall, identity, payload, ids))
         except CausalIdConflict as exc:
             conflict = exc
-            return await retry_transaction(
+            step = await retry_transaction(
                 lambda: self._refuse_causal_conflict(syscall, identity, payload, conflict)
             )
+        admitted = clock()
+        self._observe("admission", admitted - started)
         if isinstance(step, SyscallResult):
             return step
         try:
             outcome = await self.effects.dispatch(step.lease.plan.dispatcher, step.intent)
         finally:
             step.lease.release()
-        return await self._settle(step, outcome)
+        dispatched = clock()
+        self._observe("dispatch", dispatched - admitted)
+        result = await self._settle(step, outcome)
+        self._observe("journal", clock() - dispatched)
+        return result
+
+    def _observe(self, phase: str, seconds: float) -> None:
+        if self.phase_observer is not None:
+            try:
+                self.phase_observer(phase, seconds)
+            except Exception:  # telemetry must never fail a syscall
+                log.exception("phase observer failed")
 
     def _require_identity(self, identity: Identity) -> None:
         if self.production and identity.method != "api_key":
@@ -491,10 +534,27 @@ class SyscallHandler:
             )
             await uow.commit()
 
-    async def drain(self, timeout_s: float = 10.0) -> None:
-        """Wait for held results to be journaled (at shutdown)."""
+    def stop_admitting(self) -> None:
+        """Refuse new syscalls from now on (graceful shutdown, first step)."""
+        self._admitting = False
+
+    async def drain(self, timeout_s: float = 10.0) -> bool:
+        """Wait for in-flight syscalls to finish and journal, and for held results.
+
+        True when everything settled in time. What does not is left to recovery,
+        which journals it as unknown: an interrupted effect is never dropped.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout=timeout_s)
+        except TimeoutError:
+            return False
         if self._late:
-            await asyncio.wait(set(self._late), timeout=timeout_s)
+            remaining = max(0.0, deadline - loop.time())
+            _, pending = await asyncio.wait(set(self._late), timeout=remaining)
+            return not pending
+        return True
 
 
 def _execution_body(admitted: _Admitted, outcome: DispatchOutcome) -> dict[str, Any]:

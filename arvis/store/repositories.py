@@ -333,13 +333,19 @@ class PgIntentRepository(_Repository):
             == 1
         )
 
-    async def unsettled(self, *, expired_owners_only: bool, limit: int) -> list[UnsettledIntent]:
-        owner_filter = (
-            " AND NOT EXISTS (SELECT 1 FROM instance_leases l WHERE l.instance_id = i.instance_id"
-            " AND NOT l.released AND l.expires_at > now())"
-            if expired_owners_only
-            else ""
-        )
+    async def unsettled(
+        self, *, expired_owners_only: bool, limit: int, owner: str | None = None
+    ) -> list[UnsettledIntent]:
+        if owner is not None:
+            owner_filter = " AND i.instance_id = :owner"
+        elif expired_owners_only:
+            owner_filter = (
+                " AND NOT EXISTS (SELECT 1 FROM instance_leases l"
+                " WHERE l.instance_id = i.instance_id AND NOT l.released"
+                " AND l.expires_at > now())"
+            )
+        else:
+            owner_filter = ""
         rows = await self._all(
             "SELECT i.tenant_id, i.intent_id, i.run_id, i.causal_id, i.idempotency_key,"
             " i.attempt, i.tool, i.capability_id, c.state AS capability_state,"
@@ -349,8 +355,32 @@ class PgIntentRepository(_Repository):
             f" WHERE NOT i.settled{owner_filter}"
             " ORDER BY i.created_at LIMIT :n FOR UPDATE OF i SKIP LOCKED",
             n=limit,
+            owner=owner,
         )
         return [UnsettledIntent(**dict(row)) for row in rows]
+
+
+class PgLeaseRepository(_Repository):
+    async def hold(self, instance_id: str, ttl_s: float) -> None:
+        # Database time, so instances with skewed clocks agree on who expired.
+        await self._c.execute(
+            text(
+                "INSERT INTO instance_leases (instance_id, expires_at)"
+                " VALUES (:i, now() + make_interval(secs => :ttl))"
+                " ON CONFLICT (instance_id) DO UPDATE SET last_beat_at = now(),"
+                " expires_at = now() + make_interval(secs => :ttl), released = false"
+            ),
+            {"i": instance_id, "ttl": ttl_s},
+        )
+
+    async def release(self, instance_id: str) -> None:
+        await self._c.execute(
+            text(
+                "UPDATE instance_leases SET released = true, expires_at = now()"
+                " WHERE instance_id = :i"
+            ),
+            {"i": instance_id},
+        )
 
 
 def _confirmation(row: RowMapping) -> ConfirmationRecord:

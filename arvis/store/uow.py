@@ -20,6 +20,7 @@ from arvis.store.repositories import (
     PgConfirmationRepository,
     PgIntentRepository,
     PgJournalRepository,
+    PgLeaseRepository,
     PgRunRepository,
 )
 
@@ -34,6 +35,7 @@ class PgUnitOfWork:
     intents: PgIntentRepository
     confirmations: PgConfirmationRepository
     journal: PgJournalRepository
+    leases: PgLeaseRepository
 
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
@@ -64,6 +66,7 @@ class PgUnitOfWork:
         self.intents = PgIntentRepository(conn)
         self.confirmations = PgConfirmationRepository(conn)
         self.journal = PgJournalRepository(conn)
+        self.leases = PgLeaseRepository(conn)
         return self
 
     async def commit(self) -> None:

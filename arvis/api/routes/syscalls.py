@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request, Response
 from arvis.api.identity import AgentIdentity, KernelDep, log_fields
 from arvis.api.metrics import ApiMetrics
 from arvis.api.problems import problem_responses
-from arvis.domain.errors import ArvisError, PayloadError
+from arvis.domain.errors import ArvisError
 from arvis.lifecycle.results import Syscall, SyscallResult
 
 router = APIRouter(tags=["syscalls"])
@@ -38,7 +38,6 @@ async def post_syscall(
     fields = log_fields(request)
     fields["run_id"] = syscall.run_id
     fields["causal_id"] = syscall.causal_id
-    _refuse_nul(syscall)
     metrics: ApiMetrics = request.app.state.metrics
     started = time.perf_counter()
     try:
@@ -51,21 +50,3 @@ async def post_syscall(
     if result.outcome == "confirmation_required":
         response.status_code = 202
     return result
-
-
-def _refuse_nul(syscall: Syscall) -> None:
-    """PostgreSQL text and jsonb cannot hold U+0000, so no record of such a call could be
-    written: refuse it before governance rather than fail after the tool ran."""
-    if "\x00" in syscall.decision.tool:
-        raise PayloadError("contains U+0000, which cannot be recorded", "decision.tool")
-    stack: list[object] = [syscall.decision.payload]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, str):
-            if "\x00" in value:
-                raise PayloadError("contains U+0000, which cannot be recorded")
-        elif isinstance(value, dict):
-            stack.extend(value.keys())
-            stack.extend(value.values())
-        elif isinstance(value, list):
-            stack.extend(value)

@@ -20,12 +20,23 @@ leaves = (
     | st.booleans()
     | st.integers(min_value=-MAX_SAFE_INTEGER, max_value=MAX_SAFE_INTEGER)
     | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=20)
+    | st.text(
+        alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+        max_size=20,
+    )
 )
 json_values = st.recursive(
     leaves,
     lambda inner: (
-        st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=8), inner, max_size=5)
+        st.lists(inner, max_size=5)
+        | st.dictionaries(
+            st.text(
+                alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+                max_size=8,
+            ),
+            inner,
+            max_size=5,
+        )
     ),
     max_leaves=30,
 )
@@ -100,7 +111,7 @@ def test_key_order_and_whitespace_never_reach_the_canonical_bytes() -> None:
         ({1: "x"}, "not a string"),
         ({"x": b"bytes"}, "bytes is not a JSON value"),
         ({"x": {1, 2}}, "set is not a JSON value"),
-        ({"x": "\ud800"}, "UTF-8"),
+        ({"x": "\ud800"}, "unpaired surrogates"),
     ],
 )
 def test_non_json_values_are_rejected_with_a_typed_error(value: Any, reason: str) -> None:
@@ -146,3 +157,15 @@ def test_stored_canonical_bytes_round_trip_and_non_canonical_bytes_are_refused()
     assert FrozenEffectPayload.from_canonical(frozen.canonical) == frozen
     with pytest.raises(PayloadError, match="canonical form"):
         FrozenEffectPayload.from_canonical(b'{"b":1,"a":2}')
+
+
+@pytest.mark.parametrize("payload", [{"text": "a\x00b"}, {"k\x00": 1}, {"deep": [{"x": "\x00"}]}])
+def test_a_nul_character_is_refused_because_postgresql_cannot_store_it(payload: object) -> None:
+    with pytest.raises(PayloadError, match="U\\+0000"):
+        freeze_payload(payload)
+
+
+@pytest.mark.parametrize("payload", [{"text": "\ud800"}, {"\udfff": 1}])
+def test_an_unpaired_surrogate_is_refused_as_not_unicode(payload: object) -> None:
+    with pytest.raises(PayloadError, match="surrogates"):
+        freeze_payload(payload)
