@@ -33,6 +33,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         kernel = await factory()
         app.state.kernel = kernel
+        kernel.lifecycle.handler.phase_observer = app.state.metrics.observe_phase
         try:
             await kernel.start()
             yield

@@ -43,6 +43,10 @@ class ApiMetrics:
             registry=self.registry,
         )
 
+    def observe_phase(self, phase: str, seconds: float) -> None:
+        """The lifecycle's phase observer: admission, dispatch, journal."""
+        self.phase_seconds.labels(phase).observe(seconds)
+
     def observe_syscall(self, result: SyscallResult, seconds: float) -> None:
         boundary = result.boundary.value if result.boundary is not None else "none"
         self.syscalls.labels(result.outcome, boundary).inc()
