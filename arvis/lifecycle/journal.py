@@ -1,21 +1,76 @@
-"""The journal: per-run hash chains, appended under the run's row lock (DESIGN §5)."""
+"""The journal: per-run hash chains, appended under the run's row lock (DESIGN §5).
+
+Entry hash, version 1: SHA-256 over ``arvis-journal-v1``, the previous entry's
+hash, the header fields and the canonical (RFC 8785) body text, joined by
+newlines. No header field can hold a newline and the body comes last, so the
+preimage is unambiguous. The store computes it when it appends (in the same
+statement that takes the run's lock); :func:`hash_of` recomputes it here, so
+verification never trusts the database's arithmetic.
+"""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from arvis.domain.artifacts import GENESIS_HASH, entry_hash
+from arvis.domain.artifacts import GENESIS_HASH, as_utc
+from arvis.domain.canonical import canonical_bytes
 from arvis.domain.ids import IdempotencyKey, RunId, TenantId
-from arvis.lifecycle.errors import JournalConflict
 from arvis.lifecycle.ports import JournalEntry, LifecycleStore, LifecycleUnitOfWork
 
-VERIFY_PAGE = 2000
+VERIFY_PAGE = 5000
+HASH_VERSION = "arvis-journal-v1"
+
+
+def recorded_text(moment: datetime) -> str:
+    """The timestamp as it enters the hash: UTC, microseconds, ISO 8601."""
+    return as_utc(moment).isoformat(timespec="microseconds")
+
+
+def body_text(body: dict[str, Any]) -> str:
+    return canonical_bytes(body).decode()
+
+
+def chain_hash(
+    *,
+    prev_hash: str,
+    tenant_id: str,
+    run_id: str,
+    position: int,
+    kind: str,
+    causal_id: str,
+    idempotency_key: str,
+    attempt: int | None,
+    intent_id: str | None,
+    boundary: str | None,
+    recorded_at: str,
+    body_text: str,
+) -> str:
+    preimage = "\n".join(
+        (
+            HASH_VERSION,
+            prev_hash,
+            tenant_id,
+            run_id,
+            str(position),
+            kind,
+            causal_id,
+            idempotency_key,
+            "" if attempt is None else str(attempt),
+            intent_id or "",
+            boundary or "",
+            recorded_at,
+            body_text,
+        )
+    )
+    return hashlib.sha256(preimage.encode()).hexdigest()
 
 
 def hash_of(entry: JournalEntry) -> str:
-    return entry_hash(
+    return chain_hash(
+        prev_hash=entry.prev_hash,
         tenant_id=entry.tenant_id,
         run_id=entry.run_id,
         position=entry.position,
@@ -25,9 +80,8 @@ def hash_of(entry: JournalEntry) -> str:
         attempt=entry.attempt,
         intent_id=entry.intent_id,
         boundary=entry.boundary,
-        body=entry.body,
-        prev_hash=entry.prev_hash,
-        recorded_at=entry.recorded_at,
+        recorded_at=recorded_text(entry.recorded_at),
+        body_text=entry.body_text,
     )
 
 
@@ -45,37 +99,19 @@ async def append(
     body: dict[str, Any],
     recorded_at: datetime,
 ) -> JournalEntry:
-    """Append one entry to the run's chain and return it.
-
-    Appending the same result for the same attempt again returns the stored
-    entry; a different one is a :class:`JournalConflict`, never an overwrite.
-    """
-    run = await uow.runs.lock(tenant_id, run_id)
-    fields: dict[str, Any] = {
-        "tenant_id": tenant_id,
-        "run_id": run_id,
-        "position": run.journal_length + 1,
-        "kind": kind,
-        "causal_id": causal_id,
-        "idempotency_key": idempotency_key,
-        "attempt": attempt,
-        "intent_id": intent_id,
-        "boundary": boundary,
-        "body": body,
-        "prev_hash": run.journal_head,
-        "recorded_at": recorded_at,
-    }
-    entry = JournalEntry(**fields, entry_hash=entry_hash(**fields))
-    if not await uow.journal.insert(entry):
-        assert attempt is not None  # only attempt entries have a conflict key
-        existing = await uow.journal.for_attempt(tenant_id, idempotency_key, attempt)
-        if existing is not None and existing.boundary == boundary and existing.body == body:
-            return existing
-        raise JournalConflict(
-            f"attempt {attempt} of {idempotency_key[:12]}… already has a different result"
-        )
-    await uow.runs.advance(tenant_id, run_id, entry.position, entry.entry_hash)
-    return entry
+    """Append one entry to the run's chain and return it (see the store's contract)."""
+    return await uow.journal.append(
+        tenant_id=tenant_id,
+        run_id=run_id,
+        kind=kind,
+        causal_id=causal_id,
+        idempotency_key=idempotency_key,
+        attempt=attempt,
+        intent_id=intent_id,
+        boundary=boundary,
+        body_text=body_text(body),
+        recorded_at=recorded_at,
+    )
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ lifecycle opens units of work, and leaving one without ``commit()`` rolls back.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -90,10 +91,16 @@ class JournalEntry:
     attempt: int | None
     intent_id: str | None
     boundary: str | None
-    body: dict[str, Any]
+    body_text: str
+    """The canonical (RFC 8785) body, byte for byte what the chain hashes."""
     prev_hash: str
     entry_hash: str
     recorded_at: datetime
+
+    @property
+    def body(self) -> dict[str, Any]:
+        loaded: dict[str, Any] = json.loads(self.body_text)
+        return loaded
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,8 +255,25 @@ class ConfirmationRepository(Protocol):
 
 
 class JournalRepository(Protocol):
-    async def insert(self, entry: JournalEntry) -> bool:
-        """INSERT … ON CONFLICT on (tenant, key, attempt); False on conflict."""
+    async def append(
+        self,
+        *,
+        tenant_id: TenantId,
+        run_id: RunId,
+        kind: str,
+        causal_id: str,
+        idempotency_key: IdempotencyKey,
+        attempt: int | None,
+        intent_id: str | None,
+        boundary: str | None,
+        body_text: str,
+        recorded_at: datetime,
+    ) -> JournalEntry:
+        """Append to the run's chain under its row lock (one statement).
+
+        The same result for the same attempt again answers the stored entry; a
+        different one raises :class:`~arvis.lifecycle.errors.JournalConflict`.
+        """
         ...
 
     async def for_attempt(

@@ -7,11 +7,12 @@ identity map, no lazy loads, nothing between the lifecycle and the statement.
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import RowMapping
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from arvis.domain.boundary import EffectBoundary
@@ -24,6 +25,7 @@ from arvis.domain.ids import (
     RunId,
     TenantId,
 )
+from arvis.lifecycle.errors import JournalConflict
 from arvis.lifecycle.ports import (
     ActionRecord,
     CausalIdConflict,
@@ -32,6 +34,7 @@ from arvis.lifecycle.ports import (
     RunRecord,
     UnsettledIntent,
 )
+from arvis.store.errors import sqlstate_of
 
 GENESIS = "0" * 64
 
@@ -505,34 +508,62 @@ def _entry(row: RowMapping) -> JournalEntry:
 
 _JOURNAL_COLUMNS = (
     "tenant_id, run_id, position, kind, causal_id, idempotency_key, attempt, intent_id,"
-    " boundary, body, prev_hash, entry_hash, recorded_at"
+    " boundary, body AS body_text, prev_hash, entry_hash, recorded_at"
 )
 
 
 class PgJournalRepository(_Repository):
-    async def insert(self, entry: JournalEntry) -> bool:
-        return (
-            await self._count(
-                f"INSERT INTO journal_entries ({_JOURNAL_COLUMNS}) VALUES (:tenant_id, :run_id,"
-                " :position, :kind, :causal_id, :idempotency_key, :attempt, :intent_id,"
-                " :boundary, cast(:body AS jsonb), :prev_hash, :entry_hash, :recorded_at)"
-                " ON CONFLICT (tenant_id, idempotency_key, attempt) WHERE attempt IS NOT NULL"
-                " DO NOTHING",
-                tenant_id=entry.tenant_id,
-                run_id=entry.run_id,
-                position=entry.position,
-                kind=entry.kind,
-                causal_id=entry.causal_id,
-                idempotency_key=entry.idempotency_key,
-                attempt=entry.attempt,
-                intent_id=entry.intent_id,
-                boundary=entry.boundary,
-                body=json.dumps(entry.body),
-                prev_hash=entry.prev_hash,
-                entry_hash=entry.entry_hash,
-                recorded_at=entry.recorded_at,
+    async def append(
+        self,
+        *,
+        tenant_id: TenantId,
+        run_id: RunId,
+        kind: str,
+        causal_id: str,
+        idempotency_key: IdempotencyKey,
+        attempt: int | None,
+        intent_id: str | None,
+        boundary: str | None,
+        body_text: str,
+        recorded_at: datetime,
+    ) -> JournalEntry:
+        stamp = recorded_at.astimezone(UTC)
+        try:
+            row = await self._one(
+                "SELECT out_position, out_prev_hash, out_entry_hash FROM arvis_journal_append("
+                ":t, :r, :kind, :c, :k, :a, :i, :b, :body, :at)",
+                t=tenant_id,
+                r=run_id,
+                kind=kind,
+                c=causal_id,
+                k=idempotency_key,
+                a=attempt,
+                i=intent_id,
+                b=boundary,
+                body=body_text,
+                at=stamp.isoformat(timespec="microseconds"),
             )
-            == 1
+        except DBAPIError as exc:
+            if sqlstate_of(exc) == "AR001":
+                raise JournalConflict(
+                    f"attempt {attempt} of {idempotency_key[:12]}… already has another result"
+                ) from exc
+            raise
+        assert row is not None
+        return JournalEntry(
+            tenant_id=tenant_id,
+            run_id=run_id,
+            position=row["out_position"],
+            kind=kind,
+            causal_id=causal_id,
+            idempotency_key=idempotency_key,
+            attempt=attempt,
+            intent_id=intent_id,
+            boundary=boundary,
+            body_text=body_text,
+            prev_hash=row["out_prev_hash"],
+            entry_hash=row["out_entry_hash"],
+            recorded_at=stamp,
         )
 
     async def for_attempt(

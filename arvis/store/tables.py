@@ -234,7 +234,8 @@ journal_entries = Table(
     Column("attempt", Integer),
     Column("intent_id", Text),
     Column("boundary", Text),
-    Column("body", JSONB, nullable=False),
+    # The canonical (RFC 8785) body text, byte for byte what the chain hashes.
+    Column("body", Text, nullable=False),
     Column("prev_hash", Text, nullable=False),
     Column("entry_hash", Text, nullable=False),
     Column("recorded_at", DateTime(timezone=True), nullable=False),

@@ -8,6 +8,7 @@ Create Date: 2026-11-30 10:17:09.348157
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import sqlalchemy as sa
 from alembic import op
@@ -17,6 +18,15 @@ revision: str = "0001"
 down_revision: str | None = None
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+
+
+FUNCTIONS = (
+    "arvis_admit",
+    "arvis_journal_execution",
+    "arvis_settle_attempt",
+    "arvis_journal_append",
+    "arvis_entry_hash",
+)
 
 
 def upgrade() -> None:
@@ -197,7 +207,8 @@ def upgrade() -> None:
         sa.Column("attempt", sa.Integer(), nullable=True),
         sa.Column("intent_id", sa.Text(), nullable=True),
         sa.Column("boundary", sa.Text(), nullable=True),
-        sa.Column("body", postgresql.JSONB(astext_type=sa.Text()), nullable=False),
+        # The canonical (RFC 8785) body text, byte for byte what the chain hashes.
+        sa.Column("body", sa.Text(), nullable=False),
         sa.Column("prev_hash", sa.Text(), nullable=False),
         sa.Column("entry_hash", sa.Text(), nullable=False),
         sa.Column("recorded_at", sa.DateTime(timezone=True), nullable=False),
@@ -334,9 +345,13 @@ def upgrade() -> None:
         unique=True,
         postgresql_where=sa.text("NOT settled"),
     )
+    for statement in _function_statements():
+        op.execute(statement)
 
 
 def downgrade() -> None:
+    for function in FUNCTIONS:
+        op.execute(f"DROP FUNCTION IF EXISTS {function}")
     op.drop_index(
         "uq_intents_one_unsettled_attempt",
         table_name="intents",
@@ -361,3 +376,10 @@ def downgrade() -> None:
     op.drop_table("instance_leases")
     op.drop_table("api_keys")
     op.execute(sa.schema.DropSequence(sa.Sequence("receipt_position_seq")))
+
+
+def _function_statements() -> list[str]:
+    """The CREATE FUNCTION statements of this revision, one per call (each ends in $$;)."""
+    text = (Path(__file__).resolve().parents[1] / "sql" / "0001_functions.sql").read_text()
+    parts = text.split("$$;")
+    return [part + "$$" for part in parts[:-1]]

@@ -97,7 +97,7 @@ async def test_journal_verify_and_replay_read_a_run_and_verify_exits_1_when_brok
     assert "no run" in other.output
 
     api.sql(
-        "UPDATE journal_entries SET body = jsonb_set(body, '{result}', '{\"n\": 9}')"
+        "UPDATE journal_entries SET body = jsonb_set(body::jsonb, '{result}', '{\"n\": 9}')::text"
         " WHERE run_id = 'run-cli' AND position = 2"
     )
     broken = await _invoke(arvis, "verify", "run-cli", "--tenant", "acme", "--json")

@@ -34,7 +34,7 @@ def assert_refused(harness: Harness, result: SyscallResult, reason: str) -> None
     assert result.journal_position is not None
     assert harness.capability_states(result.idempotency_key) == []
     entry = harness.sql(
-        "SELECT kind, boundary, body->>'reason' FROM journal_entries "
+        "SELECT kind, boundary, body::jsonb->>'reason' FROM journal_entries "
         "WHERE run_id = %s AND position = %s",
         result.run_id,
         result.journal_position,
@@ -62,7 +62,7 @@ async def test_a_tool_the_policy_denies_is_refused_with_the_policy_version(
     result = await harness.execute("append", {"line": "x"})
     assert_refused(harness, result, "policy_denied")
     denial = harness.sql(
-        "SELECT body->'denial'->>'policy_version' FROM journal_entries WHERE run_id = %s",
+        "SELECT body::jsonb->'denial'->>'policy_version' FROM journal_entries WHERE run_id = %s",
         result.run_id,
     )
     assert denial == [("test-7",)]

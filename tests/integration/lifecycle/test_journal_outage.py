@@ -46,7 +46,7 @@ async def test_a_result_that_cannot_be_journaled_is_flagged_and_journaled_later(
         store.down = False
         await harness.lifecycle.handler.drain()
 
-        entries = harness.sql("SELECT kind, boundary, body->>'result' FROM journal_entries")
+        entries = harness.sql("SELECT kind, boundary, body::jsonb->>'result' FROM journal_entries")
         assert entries == [("execution", "EFFECT_COMPLETED", "done while the journal was away")]
         assert harness.sql(
             "SELECT audit_incomplete FROM runs WHERE run_id = %s", harness.run_id

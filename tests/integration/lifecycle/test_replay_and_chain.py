@@ -51,7 +51,7 @@ async def test_an_untouched_chain_verifies(harness: Harness) -> None:
 async def test_a_tampered_journal_row_is_detected_at_its_exact_position(harness: Harness) -> None:
     await _three_decisions(harness)
     harness.sql(
-        "UPDATE journal_entries SET body = jsonb_set(body, '{result}', '\"forged\"') "
+        "UPDATE journal_entries SET body = jsonb_set(body::jsonb, '{result}', '\"forged\"')::text "
         "WHERE run_id = %s AND position = 2",
         harness.run_id,
     )
