@@ -78,6 +78,10 @@ def compose_lifecycle(
         clock=clock,
         instance_id=instance_id,
         production=production,
+        fast=store.fast,
+        # The PostgreSQL sink is fused into the one-statement admission; any
+        # other sink takes the general path, where it is called and checked.
+        fast_admission=audit_sink is None,
     )
     return Lifecycle(
         plans=plans, handler=handler, manager=manager, replay=ReplayService(store), policy=policy

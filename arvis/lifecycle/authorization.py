@@ -126,7 +126,7 @@ class ToolAuthorizationService:
             return refuse(DenialReason.PLAN_UNAVAILABLE, "the run's tool plan is not available")
         if definition is None:
             return refuse(DenialReason.UNKNOWN_TOOL, f"tool {request.tool!r} is not in the plan")
-        problem = self._schema_problem(definition, request.payload.value)
+        problem = self.schema_problem(definition, request.payload.value)
         if problem is not None:
             return refuse(DenialReason.PAYLOAD_INVALID, problem)
 
@@ -178,7 +178,7 @@ class ToolAuthorizationService:
         reserve = confirmation if confirmation and confirmation.state == "APPROVED" else None
         return Proceed(snapshot, action, reserve)
 
-    def _schema_problem(self, definition: ToolDefinition, value: Any) -> str | None:
+    def schema_problem(self, definition: ToolDefinition, value: Any) -> str | None:
         validator = self._validators.get(definition.fingerprint)
         if validator is None:
             validator = Draft202012Validator(definition.input_schema)

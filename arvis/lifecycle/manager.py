@@ -57,7 +57,7 @@ class ToolManager:
             snapshot.attempt,
             self.manager_id,
         )
-        self._remember(capability_id)
+        self.remember(capability_id)
         if step.confirmation is not None:
             reserved = await uow.confirmations.transition(
                 context.tenant_id, step.confirmation.confirmation_id, ("APPROVED",), "RESERVED"
@@ -69,7 +69,8 @@ class ToolManager:
     def owns(self, capability_id: CapabilityId) -> bool:
         return capability_id in self._minted
 
-    def _remember(self, capability_id: CapabilityId) -> None:
+    def remember(self, capability_id: CapabilityId) -> None:
+        """Record a capability this manager minted (also through the hot path)."""
         self._minted[capability_id] = None
         if len(self._minted) > _REMEMBERED_MINTS:
             self._minted.pop(next(iter(self._minted)))

@@ -297,6 +297,55 @@ class LeaseRepository(Protocol):
     async def release(self, instance_id: str) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class FastAdmission:
+    status: str
+    """``admitted``, ``plan_mismatch`` or ``existing``."""
+    receipt_position: int | None
+    run_plan: str | None
+
+
+class FastPath(Protocol):
+    """The hot path: a first, authorized attempt admitted in one statement, and the
+    journal transaction in one statement. Implemented by the PostgreSQL store with
+    its own audit sink fused into the admission statement."""
+
+    async def admit(
+        self,
+        *,
+        tenant_id: str,
+        run_id: str,
+        plan_id: str,
+        causal_id: str,
+        idempotency_key: str,
+        tool: str,
+        payload_digest: str,
+        capability_id: str,
+        manager_id: str,
+        intent_id: str,
+        payload_text: str,
+        commitment: str,
+        context_json: str,
+        instance_id: str,
+    ) -> FastAdmission: ...
+
+    async def journal_execution(
+        self,
+        *,
+        tenant_id: str,
+        run_id: str,
+        causal_id: str,
+        idempotency_key: str,
+        attempt: int,
+        intent_id: str,
+        boundary: str,
+        body_text: str,
+        recorded_at: datetime,
+        retryable: bool,
+        confirmation_id: str | None,
+    ) -> JournalEntry: ...
+
+
 class AuditSink(Protocol):
     """A qualified audit sink: durably records an intent, answers a receipt."""
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from arvis.domain.artifacts import AuditReceipt, Intent
+from arvis.domain.artifacts import Intent
 from arvis.domain.authorization import Authorized, DenialReason, DenialSnapshot
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.clock import Clock
@@ -50,10 +50,12 @@ from arvis.lifecycle.errors import (
     IdentityRefused,
     ShuttingDown,
 )
+from arvis.lifecycle.fast import Admitted, FastAdmission
 from arvis.lifecycle.manager import ToolManager
 from arvis.lifecycle.outbox import IntentOutboxService
 from arvis.lifecycle.ports import (
     CausalIdConflict,
+    FastPath,
     JournalEntry,
     LifecycleStore,
     LifecycleUnitOfWork,
@@ -97,13 +99,6 @@ class _RunBoundElsewhere:
     plan_id: PlanId
 
 
-@dataclass(frozen=True, slots=True)
-class _Admitted:
-    intent: Intent
-    receipt: AuditReceipt
-    lease: PlanLease
-
-
 class SyscallHandler:
     def __init__(
         self,
@@ -119,6 +114,8 @@ class SyscallHandler:
         production: bool = False,
         journal_attempts: int = 5,
         phase_observer: Callable[[str, float], None] | None = None,
+        fast: FastPath | None = None,
+        fast_admission: bool = True,
     ) -> None:
         self.store = store
         self.plans = plans
@@ -131,6 +128,12 @@ class SyscallHandler:
         self.production = production
         self.journal_attempts = journal_attempts
         self.phase_observer = phase_observer
+        self.fast = fast
+        self.fast_admission = (
+            FastAdmission(fast, authorization, manager, instance_id, outbox.store_fingerprint)
+            if fast is not None and fast_admission
+            else None
+        )
         """Called with ("admission" | "dispatch" | "journal", seconds) after each phase."""
         self._late: set[asyncio.Task[None]] = set()
         self._admitting = True
@@ -199,12 +202,25 @@ class SyscallHandler:
 
     async def _admit(
         self, syscall: Syscall, identity: Identity, payload: FrozenEffectPayload, ids: _Ids
-    ) -> SyscallResult | _Admitted:
+    ) -> SyscallResult | Admitted:
         # Plans are leased before the admission transaction opens: leasing may
         # touch the store, and a transaction that waits for a second pooled
         # connection can starve the pool under load.
         lease: PlanLease | None = await lease_plan(self.plans)
         try:
+            if self.fast_admission is not None and lease is not None:
+                fast = await self.fast_admission.try_admit(
+                    identity=identity,
+                    run_id=RunId(syscall.run_id),
+                    causal_id=CausalId(syscall.causal_id),
+                    tool=syscall.decision.tool,
+                    payload=payload,
+                    lease=lease,
+                    capability_id=ids.capability,
+                    intent_id=ids.intent,
+                )
+                if fast is not None:
+                    return fast
             outcome = await self._admit_with(syscall, identity, payload, ids, lease)
             if isinstance(outcome, _RunBoundElsewhere):
                 if lease is not None:
@@ -224,7 +240,7 @@ class SyscallHandler:
             if lease is not None:
                 lease.release()
             raise
-        if not isinstance(outcome, _Admitted) and lease is not None:
+        if not isinstance(outcome, Admitted) and lease is not None:
             lease.release()
         return outcome
 
@@ -237,7 +253,7 @@ class SyscallHandler:
         lease: PlanLease | None,
         *,
         bound_plan: PlanId | None = None,
-    ) -> SyscallResult | _Admitted | _RunBoundElsewhere:
+    ) -> SyscallResult | Admitted | _RunBoundElsewhere:
         tenant = identity.tenant_id
         run_id = RunId(syscall.run_id)
         async with self.store.unit_of_work() as uow:
@@ -260,7 +276,7 @@ class SyscallHandler:
         ids: _Ids,
         plan_id: PlanId,
         lease: PlanLease | None,
-    ) -> SyscallResult | _Admitted:
+    ) -> SyscallResult | Admitted:
         request = AdmissionRequest(
             identity=identity,
             run_id=RunId(syscall.run_id),
@@ -305,7 +321,7 @@ class SyscallHandler:
         plan_id: PlanId,
         payload: FrozenEffectPayload,
         lease: PlanLease | None,
-    ) -> SyscallResult | _Admitted:
+    ) -> SyscallResult | Admitted:
         assert lease is not None
         outcome = await self.manager.authorize(uow, step, ids.capability)
         self._validate(outcome)
@@ -342,7 +358,7 @@ class SyscallHandler:
         await self.effects.activate_and_consume(uow, intent, receipt)
         await uow.actions.begin_attempt(tenant, snapshot.idempotency_key, snapshot.attempt)
         await uow.commit()
-        return _Admitted(intent, receipt, lease)
+        return Admitted(intent, receipt, lease)
 
     def _validate(self, outcome: Authorized) -> None:
         if not outcome.capability_id or not self.manager.owns(outcome.capability_id):
@@ -427,7 +443,7 @@ class SyscallHandler:
 
     # -- journal (transaction 2) ----------------------------------------------
 
-    async def _settle(self, admitted: _Admitted, outcome: DispatchOutcome) -> SyscallResult:
+    async def _settle(self, admitted: Admitted, outcome: DispatchOutcome) -> SyscallResult:
         intent = admitted.intent
         boundary = outcome.boundary
         body = _execution_body(admitted, outcome)
@@ -455,6 +471,21 @@ class SyscallHandler:
         recorded_at: Any,
     ) -> JournalEntry:
         context = intent.context
+        retryable = outcome.failure.retryable if outcome.failure is not None else False
+        if self.fast is not None:
+            return await self.fast.journal_execution(
+                tenant_id=context.tenant_id,
+                run_id=context.run_id,
+                causal_id=context.causal_id,
+                idempotency_key=intent.idempotency_key,
+                attempt=intent.attempt,
+                intent_id=intent.intent_id,
+                boundary=boundary.value,
+                body_text=journal.body_text(body),
+                recorded_at=recorded_at,
+                retryable=retryable,
+                confirmation_id=intent.confirmation_id,
+            )
         async with self.store.unit_of_work() as uow:
             entry = await journal.append(
                 uow,
@@ -470,7 +501,6 @@ class SyscallHandler:
                 recorded_at=recorded_at,
             )
             await uow.intents.settle(context.tenant_id, intent.intent_id, boundary)
-            retryable = outcome.failure.retryable if outcome.failure is not None else False
             await uow.actions.settle(
                 context.tenant_id,
                 intent.idempotency_key,
@@ -491,7 +521,7 @@ class SyscallHandler:
 
     def _journal_later(
         self,
-        admitted: _Admitted,
+        admitted: Admitted,
         outcome: DispatchOutcome,
         body: dict[str, Any],
         recorded_at: Any,
@@ -502,7 +532,7 @@ class SyscallHandler:
 
     async def _journal_when_back(
         self,
-        admitted: _Admitted,
+        admitted: Admitted,
         outcome: DispatchOutcome,
         body: dict[str, Any],
         recorded_at: Any,
@@ -557,7 +587,7 @@ class SyscallHandler:
         return True
 
 
-def _execution_body(admitted: _Admitted, outcome: DispatchOutcome) -> dict[str, Any]:
+def _execution_body(admitted: Admitted, outcome: DispatchOutcome) -> dict[str, Any]:
     intent = admitted.intent
     receipt = admitted.receipt
     body: dict[str, Any] = {
@@ -596,7 +626,7 @@ def _execution_body(admitted: _Admitted, outcome: DispatchOutcome) -> dict[str, 
 
 
 def _unjournaled_result(
-    admitted: _Admitted, outcome: DispatchOutcome, body: dict[str, Any]
+    admitted: Admitted, outcome: DispatchOutcome, body: dict[str, Any]
 ) -> SyscallResult:
     intent = admitted.intent
     return SyscallResult(

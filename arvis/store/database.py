@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from arvis.store.embedded import EmbeddedPostgres, start_embedded
 from arvis.store.engine import create_async_store_engine, libpq_url
 from arvis.store.errors import StoreUnavailable, translate
+from arvis.store.fastpath import PgFastPath
 from arvis.store.migrate import check_revision, store_fingerprint
 from arvis.store.uow import PgUnitOfWork
 
@@ -57,6 +58,8 @@ class PgStore:
     engine: AsyncEngine
     revision: str
     fingerprint: str
+    fast: PgFastPath
+    """The hot path's prepared single statements on a pool of its own."""
     _closed: bool = field(default=False, repr=False)
 
     @classmethod
@@ -73,7 +76,12 @@ class PgStore:
             if domain is not None:
                 raise domain from exc
             raise
-        return cls(engine=engine, revision=revision, fingerprint=fingerprint)
+        try:
+            fast = await PgFastPath.open(url, max_size=pool_size)
+        except BaseException:
+            await engine.dispose()
+            raise
+        return cls(engine=engine, revision=revision, fingerprint=fingerprint, fast=fast)
 
     def unit_of_work(self) -> PgUnitOfWork:
         return PgUnitOfWork(self.engine)
@@ -89,4 +97,5 @@ class PgStore:
     async def close(self) -> None:
         if not self._closed:
             self._closed = True
+            await self.fast.close()
             await self.engine.dispose()

@@ -20,6 +20,7 @@ __all__ = [
     "StoreError",
     "StoreUnavailable",
     "translate",
+    "translate_driver",
 ]
 
 
@@ -31,6 +32,27 @@ def sqlstate_of(error: BaseException) -> str | None:
     orig = getattr(error, "orig", None)
     state = getattr(orig, "sqlstate", None)
     return state if isinstance(state, str) else None
+
+
+def translate_driver(error: BaseException) -> StoreError | None:
+    """The domain error for a psycopg exception raised outside SQLAlchemy."""
+    import psycopg
+
+    if not isinstance(error, psycopg.Error):
+        return None
+    state = error.sqlstate
+    if state is None:
+        if isinstance(error, psycopg.OperationalError | psycopg.InterfaceError):
+            return StoreUnavailable("the database is unreachable")
+        return None
+    if state[:2] in RETRYABLE_CLASSES:
+        return StoreUnavailable(f"the database is unavailable (SQLSTATE {state})")
+    if state in ("40001", "40P01"):
+        return SerializationConflict(f"transaction conflict (SQLSTATE {state})")
+    if state[:2] == "23":
+        constraint = error.diag.constraint_name
+        return IntegrityConflict(f"constraint {constraint} refused the write", constraint)
+    return None
 
 
 def translate(error: BaseException) -> StoreError | None:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from arvis.domain.errors import StoreUnavailable
 from arvis.domain.ids import RunId
 from arvis.store.database import PgStore
@@ -21,13 +25,40 @@ class FlakyStore(PgStore):
         return super().unit_of_work()
 
 
+class FlakyFastPath:
+    """The hot path of a FlakyStore: its statements fail while the store is down."""
+
+    def __init__(self, store: FlakyStore, inner: Any) -> None:
+        self.store = store
+        self.inner = inner
+
+    async def admit(self, **kwargs: Any) -> Any:
+        self._check()
+        return await self.inner.admit(**kwargs)
+
+    async def journal_execution(self, **kwargs: Any) -> Any:
+        self._check()
+        return await self.inner.journal_execution(**kwargs)
+
+    def _check(self) -> None:
+        if self.store.down:
+            raise StoreUnavailable("the database is unreachable (test)")
+
+
+@pytest.mark.parametrize("hot_path", [True, False], ids=["hot-path", "general-path"])
 async def test_a_result_that_cannot_be_journaled_is_flagged_and_journaled_later(
-    database_url: str,
+    database_url: str, hot_path: bool
 ) -> None:
     harness = await make_harness(database_url)
     harness.store.__class__ = FlakyStore
     store = harness.store
     assert isinstance(store, FlakyStore)
+    handler = harness.lifecycle.handler
+    if hot_path:
+        handler.fast = FlakyFastPath(store, handler.fast)
+    else:
+        handler.fast = None
+        handler.fast_admission = None
 
     async def outage_during_dispatch(invocation: ToolInvocation) -> ToolResult:
         store.down = True
@@ -41,17 +72,24 @@ async def test_a_result_that_cannot_be_journaled_is_flagged_and_journaled_later(
         assert result.result == "done while the journal was away"
         assert result.audit_incomplete is True
         assert result.journal_position is None
-        assert harness.sql("SELECT count(*) FROM journal_entries") == [(0,)]
+        assert harness.sql(
+            "SELECT count(*) FROM journal_entries WHERE run_id = %s", harness.run_id
+        ) == [(0,)]
 
         store.down = False
         await harness.lifecycle.handler.drain()
 
-        entries = harness.sql("SELECT kind, boundary, body::jsonb->>'result' FROM journal_entries")
+        entries = harness.sql(
+            "SELECT kind, boundary, body::jsonb->>'result' FROM journal_entries WHERE run_id = %s",
+            harness.run_id,
+        )
         assert entries == [("execution", "EFFECT_COMPLETED", "done while the journal was away")]
         assert harness.sql(
             "SELECT audit_incomplete FROM runs WHERE run_id = %s", harness.run_id
         ) == [(True,)]
-        assert harness.sql("SELECT settled FROM intents") == [(True,)]
+        assert harness.sql("SELECT settled FROM intents WHERE run_id = %s", harness.run_id) == [
+            (True,)
+        ]
         report = await harness.lifecycle.replay.verify(AGENT.tenant_id, RunId(harness.run_id))
         assert report.ok
         again = await harness.execute("write", {"text": "x"}, causal_id="c")
