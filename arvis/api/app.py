@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from arvis import __version__
 from arvis.api.logs import configure_json_logging
 from arvis.api.metrics import ApiMetrics
-from arvis.api.middleware import AccessLog, BodyGuard
+from arvis.api.middleware import AccessLog, BodyGuard, Deadline
 from arvis.api.problems import install_problem_handlers
 from arvis.api.routes import confirmations, runs, syscalls, system
 from arvis.bootstrap import Kernel, build_kernel
@@ -20,14 +20,21 @@ KernelFactory = Callable[[], Awaitable[Kernel]]
 
 
 def create_app(
-    kernel_factory: KernelFactory | None = None, *, max_body_bytes: int | None = None
+    kernel_factory: KernelFactory | None = None,
+    *,
+    max_body_bytes: int | None = None,
+    request_timeout_s: float | None = None,
 ) -> FastAPI:
     """Build the app; the kernel is wired at start-up and closed at shutdown.
 
-    ``max_body_bytes`` defaults to ``ARVIS_MAX_BODY_BYTES``.
+    ``max_body_bytes`` and ``request_timeout_s`` default to ``ARVIS_MAX_BODY_BYTES``
+    and ``ARVIS_REQUEST_TIMEOUT_S``.
     """
     factory = kernel_factory or build_kernel
-    limit = max_body_bytes if max_body_bytes is not None else load_settings().max_body_bytes
+    if max_body_bytes is None or request_timeout_s is None:
+        settings = load_settings()
+        max_body_bytes = max_body_bytes or settings.max_body_bytes
+        request_timeout_s = request_timeout_s or settings.request_timeout_s
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -51,8 +58,10 @@ def create_app(
     install_problem_handlers(app)
     for module in (syscalls, runs, confirmations, system):
         app.include_router(module.router)
-    # Outermost first: the access log sees every answer, the body guard's included.
-    app.add_middleware(BodyGuard, max_body_bytes=limit)
+    # Added innermost first, so the order is: access log, deadline, body guard. The
+    # access log sees every answer; the deadline covers a slow body as well.
+    app.add_middleware(BodyGuard, max_body_bytes=max_body_bytes)
+    app.add_middleware(Deadline, timeout_s=request_timeout_s)
     app.add_middleware(
         AccessLog,
         on_response=lambda method, status: metrics.requests.labels(method, str(status)).inc(),
@@ -64,4 +73,6 @@ def create_served_app() -> FastAPI:
     """What ``arvis serve`` runs in each worker: JSON logs, settings from the environment."""
     settings = load_settings()
     configure_json_logging(settings.log_level)
-    return create_app(max_body_bytes=settings.max_body_bytes)
+    return create_app(
+        max_body_bytes=settings.max_body_bytes, request_timeout_s=settings.request_timeout_s
+    )

@@ -1,4 +1,5 @@
-"""ASGI middleware: bounded request bodies, JSON-only bodies, one log line per request.
+"""ASGI middleware: bounded request bodies, JSON-only bodies, a request deadline, one log
+line per request.
 
 The body limit is enforced while the body streams in, whatever Content-Length
 says (or does not say): a client can neither make the server buffer more than
@@ -7,6 +8,7 @@ says (or does not say): a client can neither make the server buffer more than
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -89,6 +91,58 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return replayed
+
+
+class Deadline:
+    """503 ``request_timeout`` when no answer has started within ``timeout_s``.
+
+    The work itself is not cancelled: a syscall that was admitted has an intent
+    in the outbox, and cancelling it would leave that intent unsettled until this
+    instance dies. It runs on, is journaled, and a re-post of the same syscall
+    answers its outcome (``deduplicated``) or ``attempt_in_flight`` meanwhile.
+    """
+
+    def __init__(self, app: ASGIApp, timeout_s: float) -> None:
+        self.app = app
+        self.timeout_s = timeout_s
+        self._orphans: set[asyncio.Task[None]] = set()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        answered_late = False
+        started = False
+
+        async def guarded_send(message: Message) -> None:
+            nonlocal started
+            if answered_late:
+                return  # the client already has its 503
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        async def serve() -> None:
+            await self.app(scope, receive, guarded_send)
+
+        task = asyncio.create_task(serve())
+        done, _ = await asyncio.wait({task}, timeout=self.timeout_s)
+        if task in done or started:
+            await task
+            return
+        answered_late = True
+        self._orphans.add(task)
+        task.add_done_callback(self._forget)
+        await problem(
+            "request_timeout",
+            f"no answer within {self.timeout_s:g} s; the request goes on. Re-post the same "
+            "syscall to learn its outcome",
+        )(scope, receive, send)
+
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        self._orphans.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            access_log.error("a request past its deadline failed", exc_info=task.exception())
 
 
 class AccessLog:

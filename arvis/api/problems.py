@@ -41,6 +41,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "plan_not_found": 503,
     "schema_not_ready": 503,
     "shutting_down": 503,
+    "request_timeout": 503,
     "internal_error": 500,
 }
 
@@ -67,6 +68,7 @@ TITLES: dict[str, str] = {
     "plan_not_found": "Tool plan not found",
     "schema_not_ready": "Store not migrated",
     "shutting_down": "Shutting down",
+    "request_timeout": "No answer within the request deadline",
     "internal_error": "Internal error",
 }
 
