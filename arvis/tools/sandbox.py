@@ -33,7 +33,8 @@ def confine(sandbox: Path, raw: object) -> Path:
             str(raw)[:80], f"must be a relative path of 1-{MAX_PATH_CHARS} chars"
         )
     pure = PurePosixPath(raw)
-    if pure.is_absolute() or raw.startswith("\\") or ":" in pure.parts[0]:
+    # "." has no parts at all; it names the sandbox itself, refused below.
+    if pure.is_absolute() or raw.startswith("\\") or (pure.parts and ":" in pure.parts[0]):
         raise SandboxViolation(raw, "absolute paths are not allowed")
     if ".." in pure.parts or "\\" in raw:
         raise SandboxViolation(raw, "'..' and backslashes are not allowed")
