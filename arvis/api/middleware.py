@@ -69,6 +69,11 @@ class BodyGuard:
                 scope, receive, send
             )
             return
+        if body and _repeats_a_name(bytes(body)):
+            await problem("malformed_body", "a JSON object in the body repeats a member name")(
+                scope, receive, send
+            )
+            return
         await self.app(scope, _replay(bytes(body), receive), send)
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -78,6 +83,35 @@ class BodyGuard:
         # The rest of the body is never read; the connection must not be reused.
         response.headers["Connection"] = "close"
         await response(scope, receive, send)
+
+
+class _RepeatedName(ValueError):
+    pass
+
+
+def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    members = dict(pairs)
+    if len(members) != len(pairs):
+        raise _RepeatedName
+    return members
+
+
+def _repeats_a_name(body: bytes) -> bool:
+    """Whether the body is JSON with a repeated member name.
+
+    Parsers disagree on which duplicate wins (ours keeps the last, others the
+    first), so a proxy, a policy engine and ARVIS could each see a different
+    decision in one body. RFC 8785 canonicalisation presumes I-JSON, which
+    forbids duplicates; they are refused here. Bodies that are not JSON at all
+    are left to the route, which answers ``malformed_body`` itself.
+    """
+    try:
+        json.loads(body, object_pairs_hook=_unique_members)
+    except _RepeatedName:
+        return True
+    except (ValueError, RecursionError):
+        return False
+    return False
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
