@@ -6,6 +6,7 @@ their own pieces. Tests compose the same lifecycle with :func:`compose_lifecycle
 
 from __future__ import annotations
 
+import functools
 import socket
 import uuid
 from collections.abc import Sequence
@@ -105,10 +106,10 @@ class Kernel:
     recovery: RecoveryRuntime | None = None
     extras: dict[str, object] = field(default_factory=dict)
 
-    @property
+    @functools.cached_property
     def keys(self) -> PgKeyStore:
         """API keys of every tenant, on the same store."""
-        return PgKeyStore(self.store.engine)
+        return PgKeyStore(self.store.engine, self.store.fast)
 
     async def start(self) -> None:
         """Settle what earlier lives left behind, then hold this instance's lease

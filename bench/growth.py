@@ -3,7 +3,7 @@
 Background rows (other runs of the same tenant) are seeded with set-based SQL
 in every lifecycle table, so indexes and heap have the shape of real use; the
 10,000-entry run that replay and verify read is a valid hash chain, computed
-with ARVIS's own ``entry_hash`` and loaded with COPY.
+with ARVIS's own ``chain_hash`` and loaded with COPY.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
-from psycopg.types.json import Jsonb
 
-from arvis.domain.artifacts import GENESIS_HASH, entry_hash
+from arvis.domain.artifacts import GENESIS_HASH
 from arvis.domain.ids import RunId, TenantId
+from arvis.lifecycle.journal import body_text, chain_hash, recorded_text
 from arvis.store.engine import libpq_url
 from bench.kernel import TENANT, open_kernel
 from bench.stats import summary_ms
@@ -166,7 +166,12 @@ def _load_chain(url: str, plan: str, entries: int, prefix: str) -> str:
             "prev_hash": prev,
             "recorded_at": recorded_at,
         }
-        prev = entry_hash(**fields)
+        fields["body"] = body_text(fields["body"])
+        prev = chain_hash(
+            **{k: v for k, v in fields.items() if k not in ("body", "recorded_at")},
+            recorded_at=recorded_text(recorded_at),
+            body_text=fields["body"],
+        )
         rows.append((*fields.values(), prev))
     with psycopg.connect(libpq_url(url)) as conn:
         conn.execute(
@@ -178,6 +183,6 @@ def _load_chain(url: str, plan: str, entries: int, prefix: str) -> str:
         columns += " intent_id, boundary, body, prev_hash, recorded_at, entry_hash"
         with conn.cursor().copy(f"COPY journal_entries ({columns}) FROM STDIN") as copy:
             for row in rows:
-                copy.write_row([Jsonb(v) if isinstance(v, dict) else v for v in row])
+                copy.write_row(row)
         conn.commit()
     return run_id

@@ -35,7 +35,8 @@ class ForbiddenRole(ArvisError):
 _bearer = HTTPBearer(auto_error=False, description="An ARVIS API key: `arvis_<key id>_<secret>`")
 
 
-def get_kernel(request: Request) -> Kernel:
+async def get_kernel(request: Request) -> Kernel:
+    # async: FastAPI runs a plain ``def`` dependency in a worker thread.
     kernel: Kernel = request.app.state.kernel
     return kernel
 

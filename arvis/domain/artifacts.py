@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -75,44 +74,3 @@ def as_utc(moment: datetime) -> datetime:
     if moment.tzinfo is None:
         raise ValueError("journal timestamps must be timezone-aware")
     return moment.astimezone(UTC)
-
-
-def entry_hash(
-    *,
-    tenant_id: str,
-    run_id: str,
-    position: int,
-    kind: str,
-    causal_id: str,
-    idempotency_key: str,
-    attempt: int | None,
-    intent_id: str | None,
-    boundary: str | None,
-    body: Any,
-    prev_hash: str,
-    recorded_at: datetime,
-) -> str:
-    """The chain hash of one journal entry: SHA-256 over its canonical fields.
-
-    Every field an auditor relies on is inside the hash, the previous entry's
-    hash included, so changing, removing or reordering any entry breaks the
-    chain at that entry.
-    """
-    return sha256_hex(
-        canonical_bytes(
-            {
-                "tenant_id": tenant_id,
-                "run_id": run_id,
-                "position": position,
-                "kind": kind,
-                "causal_id": causal_id,
-                "idempotency_key": idempotency_key,
-                "attempt": attempt,
-                "intent_id": intent_id,
-                "boundary": boundary,
-                "body": body,
-                "prev_hash": prev_hash,
-                "recorded_at": as_utc(recorded_at).isoformat(timespec="microseconds"),
-            }
-        )
-    )

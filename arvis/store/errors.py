@@ -28,6 +28,17 @@ __all__ = [
 RETRYABLE_CLASSES = ("08", "53", "57")
 
 
+# Undefined table, column or function: the database is not the schema this code
+# was started against (dropped, or migrated by hand underneath a running service).
+SCHEMA_DRIFT = ("42P01", "42703", "42883")
+
+
+def _schema_drift(state: str) -> SchemaNotReady:
+    return SchemaNotReady(
+        f"the database schema does not match this code (SQLSTATE {state}); run `arvis migrate`"
+    )
+
+
 def sqlstate_of(error: BaseException) -> str | None:
     orig = getattr(error, "orig", None)
     state = getattr(orig, "sqlstate", None)
@@ -49,6 +60,8 @@ def translate_driver(error: BaseException) -> StoreError | None:
         return StoreUnavailable(f"the database is unavailable (SQLSTATE {state})")
     if state in ("40001", "40P01"):
         return SerializationConflict(f"transaction conflict (SQLSTATE {state})")
+    if state in SCHEMA_DRIFT:
+        return _schema_drift(state)
     if state[:2] == "23":
         constraint = error.diag.constraint_name
         return IntegrityConflict(f"constraint {constraint} refused the write", constraint)
@@ -73,6 +86,8 @@ def translate(error: BaseException) -> StoreError | None:
         return StoreUnavailable(f"the database is unavailable (SQLSTATE {state})")
     if state in ("40001", "40P01"):
         return SerializationConflict(f"transaction conflict (SQLSTATE {state})")
+    if state in SCHEMA_DRIFT:
+        return _schema_drift(state)
     if state[:2] == "23":
         diag = getattr(getattr(error, "orig", None), "diag", None)
         constraint = getattr(diag, "constraint_name", None)

@@ -81,6 +81,21 @@ class PgFastPath:
         assert row is not None
         return row
 
+    async def query_one(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        """One prepared read on the hot path's pool (e.g. an API key per request)."""
+        try:
+            async with self.pool.connection() as conn:
+                cursor = conn.cursor(row_factory=tuple_row)
+                await cursor.execute(sql, params)
+                return await cursor.fetchone()
+        except PoolTimeout as exc:
+            raise StoreUnavailable("no database connection became available") from exc
+        except psycopg.Error as exc:
+            domain = translate_driver(exc)
+            if domain is not None:
+                raise domain from exc
+            raise
+
     async def _check(self) -> None:
         with contextlib.suppress(Exception):
             await self.pool.check()

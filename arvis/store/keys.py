@@ -6,10 +6,11 @@ beside the lifecycle's unit of work rather than inside it (like the plan store).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import RowMapping
@@ -18,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from arvis.domain.apikeys import IssuedToken, issue_token
 from arvis.domain.identity import Role
 from arvis.store.errors import translate
+from arvis.store.fastpath import PgFastPath
 
 ROLES: tuple[Role, ...] = ("agent", "approver", "auditor", "admin")
 
@@ -37,14 +39,26 @@ class ApiKeyRecord:
         return self.revoked_at is not None
 
 
-_COLUMNS = "tenant_id, key_id, principal, roles, secret_hash, created_at, revoked_at"
+_COLUMN_NAMES = (
+    "tenant_id",
+    "key_id",
+    "principal",
+    "roles",
+    "secret_hash",
+    "created_at",
+    "revoked_at",
+)
+_COLUMNS = ", ".join(_COLUMN_NAMES)
 
 
 class PgKeyStore:
     """Creates, finds, lists and revokes API keys. Stores only secret hashes."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, fast: PgFastPath | None = None) -> None:
         self._engine = engine
+        # Every request looks its key up: on the hot path's prepared-statement pool
+        # when there is one.
+        self._fast = fast
 
     @asynccontextmanager
     async def _connection(self, *, write: bool) -> AsyncIterator[AsyncConnection]:
@@ -90,6 +104,13 @@ class PgKeyStore:
         return _record(row), issued
 
     async def get(self, key_id: str) -> ApiKeyRecord | None:
+        if self._fast is not None:
+            found = await self._fast.query_one(
+                f"SELECT {_COLUMNS} FROM api_keys WHERE key_id = %s", (key_id,)
+            )
+            if found is None:
+                return None
+            return _record(dict(zip(_COLUMN_NAMES, found, strict=True)))
         async with self._connection(write=False) as conn:
             row = (
                 (
@@ -133,7 +154,7 @@ class PgKeyStore:
         return int(result.rowcount) == 1
 
 
-def _record(data: RowMapping) -> ApiKeyRecord:
+def _record(data: Mapping[str, Any] | RowMapping) -> ApiKeyRecord:
     return ApiKeyRecord(
         tenant_id=data["tenant_id"],
         key_id=data["key_id"],

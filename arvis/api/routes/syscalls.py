@@ -29,8 +29,7 @@ async def post_syscall(
     identity: AgentIdentity,
     kernel: KernelDep,
     request: Request,
-    response: Response,
-) -> SyscallResult:
+) -> Response:
     """Admit, run once and journal one tool call, or refuse it, or ask for consent.
 
     200 for `executed`, `deduplicated` and `refused`; 202 for `confirmation_required`.
@@ -47,6 +46,10 @@ async def post_syscall(
         raise
     metrics.observe_syscall(result, time.perf_counter() - started)
     fields["outcome"] = result.outcome
-    if result.outcome == "confirmation_required":
-        response.status_code = 202
-    return result
+    # The result is already a validated model: serialise it once, here, rather
+    # than have FastAPI validate it again against the response model.
+    return Response(
+        result.model_dump_json(),
+        status_code=202 if result.outcome == "confirmation_required" else 200,
+        media_type="application/json",
+    )
