@@ -1,9 +1,10 @@
 """Round trips per syscall, counted on the wire with libpq's protocol trace.
 
-The harness attaches ``PQtrace`` to every pooled psycopg connection it checks
-out (SQLAlchemy pool events, from the bench side only; nothing in ``arvis/``
-changes). Each ``ReadyForQuery`` from the server ends exactly one round trip,
-so their count is the round-trip count, BEGIN and COMMIT included.
+The harness attaches ``PQtrace`` to every pooled psycopg connection: the
+SQLAlchemy engine's (pool events) and the hot path's psycopg pool (swapped for
+a traced one), from the bench side only; nothing in ``arvis/`` changes. Each
+``ReadyForQuery`` from the server ends exactly one round trip, so their count is
+the round-trip count, BEGIN and COMMIT included.
 """
 
 from __future__ import annotations
@@ -33,11 +34,28 @@ class WireTrace:
         return self
 
     def _on_checkout(self, dbapi_conn: Any, _record: Any, _proxy: Any) -> None:
-        pgconn = dbapi_conn.driver_connection.pgconn
+        self._trace(dbapi_conn.driver_connection.pgconn)
+
+    def _trace(self, pgconn: Any) -> None:
         if id(pgconn) not in self._traced:
             pgconn.trace(self._file.fileno())
             pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
             self._traced[id(pgconn)] = pgconn
+
+    async def attach_pool(self, fast: Any) -> None:
+        """Swap the hot path's pool for a fresh one whose connections are traced."""
+        from psycopg_pool import AsyncConnectionPool
+
+        old = fast.pool
+
+        async def configure(conn: Any) -> None:
+            self._trace(conn.pgconn)
+
+        fast.pool = AsyncConnectionPool(
+            old.conninfo, kwargs=old.kwargs, min_size=1, max_size=4, configure=configure, open=False
+        )
+        await fast.pool.open(wait=True)
+        await old.close()
 
     def __exit__(self, *_exc: object) -> None:
         event.remove(self._engine, "checkout", self._on_checkout)
