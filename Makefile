@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install run test lint typecheck pytest test-db clean
+.PHONY: install run test lint typecheck pytest test-db clean reliability
 
 $(PY):
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "ARVIS needs Python 3.11 or newer"'
@@ -39,6 +39,10 @@ pytest: install
 ## test-db: the database tests again (CI sets ARVIS_TEST_DATABASE_URL for a second server)
 test-db: install
 	$(VENV)/bin/pytest -q tests/integration tests/e2e
+
+## reliability: the six scenarios of docs/reliability.md at full size (minutes); prints their lines
+reliability: install
+	ARVIS_RELIABILITY_SCALE=full $(VENV)/bin/pytest -q -m reliability tests/reliability
 
 clean:
 	rm -rf $(VENV) .arvis .mypy_cache .pytest_cache .ruff_cache
