@@ -4,7 +4,7 @@ Entry hash, version 1: SHA-256 over ``arvis-journal-v1``, the previous entry's
 hash, the header fields and the canonical (RFC 8785) body text, joined by
 newlines. No header field can hold a newline and the body comes last, so the
 preimage is unambiguous. The store computes it when it appends (in the same
-statement that takes the run's lock); :func:`hash_of` recomputes it here, so
+statement that takes the run's lock); :func:`chain_hash` recomputes it here, so
 verification never trusts the database's arithmetic.
 """
 
@@ -68,23 +68,6 @@ def chain_hash(
     return hashlib.sha256(preimage.encode()).hexdigest()
 
 
-def hash_of(entry: JournalEntry) -> str:
-    return chain_hash(
-        prev_hash=entry.prev_hash,
-        tenant_id=entry.tenant_id,
-        run_id=entry.run_id,
-        position=entry.position,
-        kind=entry.kind,
-        causal_id=entry.causal_id,
-        idempotency_key=entry.idempotency_key,
-        attempt=entry.attempt,
-        intent_id=entry.intent_id,
-        boundary=entry.boundary,
-        recorded_at=recorded_text(entry.recorded_at),
-        body_text=entry.body_text,
-    )
-
-
 async def append(
     uow: LifecycleUnitOfWork,
     *,
@@ -133,20 +116,35 @@ async def verify(store: LifecycleStore, tenant_id: TenantId, run_id: RunId) -> V
         if run is None:
             raise LookupError(run_id)
         while True:
-            page = await uow.journal.page(tenant_id, run_id, after, VERIFY_PAGE)
-            for entry in page:
-                if entry.position != expected_position:
+            rows = await uow.journal.chain(run_id, tenant_id, after, VERIFY_PAGE)
+            for row in rows:
+                position, prev, stored, kind, causal, key, attempt, intent, boundary = row[:9]
+                if position != expected_position:
                     return VerifyReport(False, count, expected_position, "entry missing")
-                if entry.prev_hash != expected_prev:
-                    return VerifyReport(False, count, entry.position, "prev_hash does not link")
-                if hash_of(entry) != entry.entry_hash:
-                    return VerifyReport(False, count, entry.position, "entry altered")
-                expected_prev = entry.entry_hash
+                if prev != expected_prev:
+                    return VerifyReport(False, count, position, "prev_hash does not link")
+                computed = chain_hash(
+                    prev_hash=prev,
+                    tenant_id=tenant_id,
+                    run_id=run_id,
+                    position=position,
+                    kind=kind,
+                    causal_id=causal,
+                    idempotency_key=key,
+                    attempt=attempt,
+                    intent_id=intent,
+                    boundary=boundary,
+                    recorded_at=recorded_text(row[9]),
+                    body_text=row[10],
+                )
+                if computed != stored:
+                    return VerifyReport(False, count, position, "entry altered")
+                expected_prev = stored
                 expected_position += 1
                 count += 1
-            if len(page) < VERIFY_PAGE:
+            if len(rows) < VERIFY_PAGE:
                 break
-            after = page[-1].position
+            after = rows[-1][0]
     if count != run.journal_length or expected_prev != run.journal_head:
         return VerifyReport(False, count, count + 1, "entries missing at the end of the chain")
     return VerifyReport(True, count, None)

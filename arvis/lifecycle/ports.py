@@ -103,6 +103,11 @@ class JournalEntry:
         return loaded
 
 
+ChainRow = tuple[int, str, str, str, str, str, int | None, str | None, str | None, datetime, str]
+"""(position, prev_hash, entry_hash, kind, causal_id, idempotency_key, attempt,
+intent_id, boundary, recorded_at, body_text)"""
+
+
 @dataclass(frozen=True, slots=True)
 class UnsettledIntent:
     """An intent whose result was never journaled, as recovery finds it."""
@@ -287,6 +292,12 @@ class JournalRepository(Protocol):
     async def page(
         self, tenant_id: TenantId, run_id: RunId, after: int, limit: int
     ) -> list[JournalEntry]: ...
+
+    async def chain(
+        self, run_id: RunId, tenant_id: TenantId, after: int, limit: int
+    ) -> list[ChainRow]:
+        """What verification reads, as plain tuples, in position order."""
+        ...
 
 
 class LeaseRepository(Protocol):

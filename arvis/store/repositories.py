@@ -29,6 +29,7 @@ from arvis.lifecycle.errors import JournalConflict
 from arvis.lifecycle.ports import (
     ActionRecord,
     CausalIdConflict,
+    ChainRow,
     ConfirmationRecord,
     JournalEntry,
     RunRecord,
@@ -587,6 +588,20 @@ class PgJournalRepository(_Repository):
             p=position,
         )
         return None if row is None else _entry(row)
+
+    async def chain(
+        self, run_id: RunId, tenant_id: TenantId, after: int, limit: int
+    ) -> list[ChainRow]:
+        result = await self._c.execute(
+            text(
+                "SELECT position, prev_hash, entry_hash, kind, causal_id, idempotency_key,"
+                " attempt, intent_id, boundary, recorded_at, body FROM journal_entries"
+                " WHERE tenant_id = :t AND run_id = :r AND position > :after"
+                " ORDER BY position LIMIT :n"
+            ),
+            {"t": tenant_id, "r": run_id, "after": after, "n": limit},
+        )
+        return [tuple(row) for row in result.all()]
 
     async def page(
         self, tenant_id: TenantId, run_id: RunId, after: int, limit: int
