@@ -23,7 +23,12 @@ from arvis.lifecycle.clock import SystemClock
 from arvis.lifecycle.effects import EffectDispatcher
 from arvis.lifecycle.manager import DEFAULT_CONFIRMATION_TTL, ToolManager
 from arvis.lifecycle.outbox import IntentOutboxService
-from arvis.lifecycle.policy import RulePolicy, ToolPolicy, parse_policy_config
+from arvis.lifecycle.policy import (
+    RulePolicy,
+    ToolPolicy,
+    parse_confirmations_config,
+    parse_policy_config,
+)
 from arvis.lifecycle.ports import AuditSink
 from arvis.lifecycle.recovery import InstanceLease, RecoveryRuntime, RecoverySweeper
 from arvis.lifecycle.replay import ReplayService
@@ -150,9 +155,7 @@ async def build_kernel(settings: Settings | None = None) -> Kernel:
     try:
         tools = load_tools(settings, file_config, http)
         policy = RulePolicy(parse_policy_config(file_config.policy))
-        ttl_s = float(
-            file_config.confirmations.get("ttl_s", DEFAULT_CONFIRMATION_TTL.total_seconds())
-        )
+        ttl_s = parse_confirmations_config(file_config.confirmations).ttl_s
         target = resolve_database(settings.database_url, settings.data_dir)
         store = await PgStore.open(target.url)
     except BaseException:

@@ -76,6 +76,24 @@ class PolicyConfig(BaseModel):
     tenants: dict[str, TenantRules] = Field(default_factory=dict)
 
 
+class ConfirmationsConfig(BaseModel):
+    """The ``[confirmations]`` section."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ttl_s: float = Field(default=24 * 3600, gt=0, le=365 * 24 * 3600)
+    """A confirmation expires this long after it was requested."""
+
+
+def parse_confirmations_config(raw: Mapping[str, Any]) -> ConfirmationsConfig:
+    try:
+        return ConfirmationsConfig.model_validate(dict(raw))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise ConfigurationError(f"[confirmations] {where}: {first['msg']}") from None
+
+
 def parse_policy_config(raw: Mapping[str, Any]) -> PolicyConfig:
     try:
         return PolicyConfig.model_validate(dict(raw))

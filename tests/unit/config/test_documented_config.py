@@ -1,0 +1,53 @@
+"""The arvis.toml in docs/configuration.md is a working configuration."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import httpx
+import pytest
+
+from arvis.config import FileConfig, Settings
+from arvis.domain.errors import ConfigurationError
+from arvis.lifecycle.policy import parse_confirmations_config, parse_policy_config
+from arvis.providers.config import load_provider_config
+from arvis.tools.registry import ToolHost, parse_tools_config
+
+DOC = Path(__file__).resolve().parents[3] / "docs" / "configuration.md"
+
+
+def _documented() -> FileConfig:
+    block = re.search(r"```toml\n(.*?)```", DOC.read_text(), re.S)
+    assert block is not None
+    return FileConfig.model_validate(tomllib.loads(block.group(1)))
+
+
+def test_the_documented_arvis_toml_validates_section_by_section() -> None:
+    config = _documented()
+    tools = parse_tools_config(config.tools)
+    policy = parse_policy_config(config.policy)
+    assert tools.http[0].name == "tickets.create"
+    assert policy.version == "2026-11-30"
+    assert policy.tenants["acme"].allow_capabilities == ["process.execute"]
+    assert parse_confirmations_config(config.confirmations).ttl_s == 86400
+    assert load_provider_config(config).model == "gpt-4.1-mini"
+
+
+async def test_the_documented_remote_tool_is_built_with_its_definition(tmp_path: Path) -> None:
+    from arvis.tools.registry import build_tool_set
+
+    config = _documented()
+    settings = Settings(data_dir=tmp_path)
+    unfactoried = config.model_copy(update={"tools": {**config.tools, "factories": []}})
+    async with httpx.AsyncClient() as http:
+        tools = build_tool_set(settings, unfactoried, ToolHost.from_settings(settings, http))
+    names = {tool.name for tool in tools}
+    assert {"tickets.create", "echo", "files.append"} <= names
+
+
+@pytest.mark.parametrize("ttl", [0, -5, "soon"])
+def test_a_bad_confirmation_ttl_stops_start_up_naming_it(ttl: object) -> None:
+    with pytest.raises(ConfigurationError, match=r"\[confirmations\] ttl_s"):
+        parse_confirmations_config({"ttl_s": ttl})
