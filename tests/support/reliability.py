@@ -34,11 +34,12 @@ SUMMARY: list[str] = []
 
 
 def report(line: str) -> None:
-    """Record a scenario's summary line (printed at the end of the session)."""
+    """Record a scenario's summary line (printed at the end of the session), and append
+    it to ``$ARVIS_RELIABILITY_SUMMARY`` when that names a file."""
     SUMMARY.append(line)
-    summary = os.environ.get("ARVIS_RELIABILITY_SUMMARY")
-    if summary:
-        with open(summary, "a", encoding="utf-8") as handle:
+    target = os.environ.get("ARVIS_RELIABILITY_SUMMARY")
+    if target:
+        with open(target, "a", encoding="utf-8") as handle:
             handle.write(line + "\n")
 
 
