@@ -192,8 +192,6 @@ intents = Table(
         unique=True,
         postgresql_where=text("NOT settled"),
     ),
-    # The recovery sweeper's scan: unsettled intents by owner.
-    Index("ix_intents_unsettled_owner", "instance_id", postgresql_where=text("NOT settled")),
 )
 
 confirmations = Table(

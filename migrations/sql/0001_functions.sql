@@ -145,18 +145,22 @@ BEGIN
         RETURN QUERY SELECT 'existing'::text, NULL::bigint, v_plan;
         RETURN;
     END IF;
+    -- The receipt's durable position is drawn first and the capability is minted
+    -- bound to it, so activation and consumption change no indexed column (cheap
+    -- in-place updates); the unique receipt column still refuses any reuse.
+    v_position := nextval('receipt_position_seq');
     INSERT INTO capabilities (tenant_id, capability_id, run_id, idempotency_key, attempt,
-        manager_id, state)
-    VALUES (p_tenant, p_capability, p_run, p_key, 1, p_manager, 'MINTED');
+        manager_id, state, receipt_position)
+    VALUES (p_tenant, p_capability, p_run, p_key, 1, p_manager, 'MINTED', v_position);
     INSERT INTO intents (tenant_id, intent_id, run_id, causal_id, idempotency_key, attempt,
         tool, plan_id, payload, payload_digest, capability_id, commitment,
         receipt_position, context, instance_id)
     VALUES (p_tenant, p_intent, p_run, p_causal, p_key, 1, p_tool, p_plan,
         p_payload::jsonb, p_digest, p_capability, p_commitment,
-        nextval('receipt_position_seq'), p_context::jsonb, p_instance)
-    RETURNING receipt_position INTO v_position;
-    UPDATE capabilities SET state = 'ACTIVE', receipt_position = v_position, updated_at = now()
-     WHERE tenant_id = p_tenant AND capability_id = p_capability AND state = 'MINTED';
+        v_position, p_context::jsonb, p_instance);
+    UPDATE capabilities SET state = 'ACTIVE', updated_at = now()
+     WHERE tenant_id = p_tenant AND capability_id = p_capability AND state = 'MINTED'
+       AND receipt_position = v_position;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'capability % was not MINTED', p_capability USING ERRCODE = 'AR003';
     END IF;

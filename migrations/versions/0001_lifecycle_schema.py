@@ -332,13 +332,6 @@ def upgrade() -> None:
         ),
     )
     op.create_index(
-        "ix_intents_unsettled_owner",
-        "intents",
-        ["instance_id"],
-        unique=False,
-        postgresql_where=sa.text("NOT settled"),
-    )
-    op.create_index(
         "uq_intents_one_unsettled_attempt",
         "intents",
         ["tenant_id", "idempotency_key"],
@@ -356,9 +349,6 @@ def downgrade() -> None:
         "uq_intents_one_unsettled_attempt",
         table_name="intents",
         postgresql_where=sa.text("NOT settled"),
-    )
-    op.drop_index(
-        "ix_intents_unsettled_owner", table_name="intents", postgresql_where=sa.text("NOT settled")
     )
     op.drop_table("intents")
     op.drop_table("capabilities")
