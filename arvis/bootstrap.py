@@ -143,6 +143,23 @@ def load_tools(settings: Settings, file_config: FileConfig, http: httpx.AsyncCli
     return build_tool_set(settings, file_config, ToolHost.from_settings(settings, http))
 
 
+async def check_deployment(settings: Settings) -> None:
+    """Everything ``arvis.toml`` declares, built and checked, without a database.
+
+    ``arvis serve`` runs this before it starts workers, so a contradictory tool or
+    a broken section stops start-up with one line naming it, not a traceback.
+    """
+    file_config = load_file_config(settings)
+    async with httpx.AsyncClient() as http:
+        ToolDispatcher(load_tools(settings, file_config, http))
+    parse_policy_config(file_config.policy)
+    parse_confirmations_config(file_config.confirmations)
+    if file_config.provider:
+        from arvis.providers.config import load_provider_config
+
+        load_provider_config(file_config)
+
+
 async def build_kernel(settings: Settings | None = None) -> Kernel:
     """Wire a kernel. Starts the embedded PostgreSQL when no URL is configured.
 

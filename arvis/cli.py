@@ -13,7 +13,13 @@ from typing import Annotated
 import typer
 
 from arvis import __version__
-from arvis.cli_common import database_or_exit, fail, require_schema, settings_or_exit
+from arvis.cli_common import (
+    database_or_exit,
+    deployment_or_exit,
+    fail,
+    require_schema,
+    settings_or_exit,
+)
 from arvis.cli_keys import DEMO_KEYS_FILE, DEMO_TENANT, ensure_demo_keys, keys_app
 from arvis.cli_recover import recover
 from arvis.cli_runs import register as register_run_commands
@@ -76,6 +82,7 @@ def serve(
 ) -> None:
     """Serve the HTTP API. Refuses a database that is not migrated to this version."""
     settings = settings_or_exit()
+    deployment_or_exit(settings)
     target = database_or_exit(settings)
     require_schema(target.url)
     _serve(settings, target, host=host, port=port, workers=workers)
@@ -88,6 +95,7 @@ def quickstart(
 ) -> None:
     """Migrate, make sure the demo tenant has keys, then serve: a newcomer's first minutes."""
     settings = settings_or_exit()
+    deployment_or_exit(settings)
     target = database_or_exit(settings)
     before, after = upgrade(target.url)
     if before != after:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import NoReturn, TypeVar
 
@@ -32,6 +33,16 @@ def settings_or_exit() -> Settings:
 def database_or_exit(settings: Settings, *, stop_at_exit: bool = True) -> DatabaseTarget:
     try:
         return resolve_database(settings.database_url, settings.data_dir, stop_at_exit=stop_at_exit)
+    except ArvisError as exc:
+        fail(exc.message)
+
+
+def deployment_or_exit(settings: Settings) -> None:
+    """Stop with one line when ``arvis.toml`` declares something unusable."""
+    from arvis.bootstrap import check_deployment
+
+    try:
+        asyncio.run(check_deployment(settings))
     except ArvisError as exc:
         fail(exc.message)
 
