@@ -1,4 +1,5 @@
-"""The lifecycle's repositories on PostgreSQL: one statement per method.
+"""The lifecycle's repositories on PostgreSQL: runs, actions, capabilities, intents,
+leases. One statement per method.
 
 Plain SQL through SQLAlchemy Core on the unit of work's connection: no ORM
 identity map, no lazy loads, nothing between the lifecycle and the statement.
@@ -6,55 +7,28 @@ identity map, no lazy loads, nothing between the lifecycle and the statement.
 
 from __future__ import annotations
 
-import json
-from datetime import UTC, datetime
-from typing import Any
-
 from sqlalchemy import text
 from sqlalchemy.engine import RowMapping
-from sqlalchemy.exc import DBAPIError, IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.exc import IntegrityError
 
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.ids import (
     CapabilityId,
-    ConfirmationId,
     IdempotencyKey,
     IntentId,
     PlanId,
     RunId,
     TenantId,
 )
-from arvis.lifecycle.errors import JournalConflict
 from arvis.lifecycle.ports import (
     ActionRecord,
     CausalIdConflict,
-    ChainRow,
-    ConfirmationRecord,
-    JournalEntry,
     RunRecord,
     UnsettledIntent,
 )
-from arvis.store.errors import sqlstate_of
+from arvis.store.repo_base import SqlRepository
 
 GENESIS = "0" * 64
-
-
-class _Repository:
-    def __init__(self, connection: AsyncConnection) -> None:
-        self._c = connection
-
-    async def _one(self, sql: str, **params: Any) -> RowMapping | None:
-        result = await self._c.execute(text(sql), params)
-        return result.mappings().first()
-
-    async def _all(self, sql: str, **params: Any) -> list[RowMapping]:
-        result = await self._c.execute(text(sql), params)
-        return list(result.mappings().all())
-
-    async def _count(self, sql: str, **params: Any) -> int:
-        result = await self._c.execute(text(sql), params)
-        return int(result.rowcount)
 
 
 def _constraint(exc: IntegrityError) -> str | None:
@@ -77,7 +51,7 @@ def _run(row: RowMapping) -> RunRecord:
 _RUN_COLUMNS = "tenant_id, run_id, plan_id, journal_length, journal_head, audit_incomplete"
 
 
-class PgRunRepository(_Repository):
+class PgRunRepository(SqlRepository):
     async def get(self, tenant_id: TenantId, run_id: RunId) -> RunRecord | None:
         row = await self._one(
             f"SELECT {_RUN_COLUMNS} FROM runs WHERE tenant_id = :t AND run_id = :r",
@@ -153,7 +127,7 @@ _ACTION_COLUMNS = (
 )
 
 
-class PgActionRepository(_Repository):
+class PgActionRepository(SqlRepository):
     async def claim(
         self,
         tenant_id: TenantId,
@@ -245,7 +219,7 @@ class PgActionRepository(_Repository):
         )
 
 
-class PgCapabilityRepository(_Repository):
+class PgCapabilityRepository(SqlRepository):
     async def mint(
         self,
         tenant_id: TenantId,
@@ -322,7 +296,7 @@ class PgCapabilityRepository(_Repository):
         return None if row is None else str(row["state"])
 
 
-class PgIntentRepository(_Repository):
+class PgIntentRepository(SqlRepository):
     async def settle(
         self, tenant_id: TenantId, intent_id: IntentId, boundary: EffectBoundary
     ) -> bool:
@@ -364,7 +338,7 @@ class PgIntentRepository(_Repository):
         return [UnsettledIntent(**dict(row)) for row in rows]
 
 
-class PgLeaseRepository(_Repository):
+class PgLeaseRepository(SqlRepository):
     async def hold(self, instance_id: str, ttl_s: float) -> None:
         # Database time, so instances with skewed clocks agree on who expired.
         await self._c.execute(
@@ -385,233 +359,3 @@ class PgLeaseRepository(_Repository):
             ),
             {"i": instance_id},
         )
-
-
-def _confirmation(row: RowMapping) -> ConfirmationRecord:
-    return ConfirmationRecord(
-        confirmation_id=row["confirmation_id"],
-        tenant_id=row["tenant_id"],
-        run_id=row["run_id"],
-        causal_id=row["causal_id"],
-        idempotency_key=row["idempotency_key"],
-        tool=row["tool"],
-        payload=row["payload"],
-        state=row["state"],
-        context=row["context"],
-        decided_by=row["decided_by"],
-        decision_reason=row["decision_reason"],
-        expires_at=row["expires_at"],
-        created_at=row["created_at"],
-    )
-
-
-_CONFIRMATION_COLUMNS = (
-    "confirmation_id, tenant_id, run_id, causal_id, idempotency_key, tool, payload, state,"
-    " context, decided_by, decision_reason, expires_at, created_at"
-)
-
-
-class PgConfirmationRepository(_Repository):
-    async def get(
-        self, tenant_id: TenantId, key: IdempotencyKey, *, for_update: bool
-    ) -> ConfirmationRecord | None:
-        lock = " FOR UPDATE" if for_update else ""
-        row = await self._one(
-            f"SELECT {_CONFIRMATION_COLUMNS} FROM confirmations"
-            f" WHERE tenant_id = :t AND idempotency_key = :k{lock}",
-            t=tenant_id,
-            k=key,
-        )
-        return None if row is None else _confirmation(row)
-
-    async def by_id(
-        self, tenant_id: TenantId, confirmation_id: ConfirmationId, *, for_update: bool
-    ) -> ConfirmationRecord | None:
-        lock = " FOR UPDATE" if for_update else ""
-        row = await self._one(
-            f"SELECT {_CONFIRMATION_COLUMNS} FROM confirmations"
-            f" WHERE tenant_id = :t AND confirmation_id = :id{lock}",
-            t=tenant_id,
-            id=confirmation_id,
-        )
-        return None if row is None else _confirmation(row)
-
-    async def create_pending(
-        self, record: ConfirmationRecord, payload_digest: str
-    ) -> ConfirmationRecord:
-        row = await self._one(
-            "INSERT INTO confirmations (tenant_id, confirmation_id, run_id, causal_id,"
-            " idempotency_key, tool, payload_digest, payload, state, context, expires_at,"
-            " created_at, updated_at)"
-            " VALUES (:t, :id, :r, :c, :k, :tool, :d, cast(:payload AS jsonb), 'PENDING',"
-            " cast(:ctx AS jsonb), :exp, :now, :now)"
-            f" RETURNING {_CONFIRMATION_COLUMNS}",
-            t=record.tenant_id,
-            id=record.confirmation_id,
-            r=record.run_id,
-            c=record.causal_id,
-            k=record.idempotency_key,
-            tool=record.tool,
-            d=payload_digest,
-            payload=json.dumps(record.payload),
-            ctx=json.dumps(record.context),
-            exp=record.expires_at,
-            now=record.created_at,
-        )
-        assert row is not None
-        return _confirmation(row)
-
-    async def transition(
-        self,
-        tenant_id: TenantId,
-        confirmation_id: ConfirmationId,
-        from_states: tuple[str, ...],
-        to_state: str,
-        *,
-        decided_by: str | None = None,
-        reason: str | None = None,
-    ) -> bool:
-        return (
-            await self._count(
-                "UPDATE confirmations SET state = :to, updated_at = now(),"
-                " decided_by = coalesce(:by, decided_by),"
-                " decision_reason = coalesce(:why, decision_reason)"
-                " WHERE tenant_id = :t AND confirmation_id = :id AND state = ANY(:from_)",
-                to=to_state,
-                by=decided_by,
-                why=reason,
-                t=tenant_id,
-                id=confirmation_id,
-                from_=list(from_states),
-            )
-            == 1
-        )
-
-    async def list(
-        self, tenant_id: TenantId, state: str | None, limit: int, after: str | None
-    ) -> list[ConfirmationRecord]:
-        rows = await self._all(
-            f"SELECT {_CONFIRMATION_COLUMNS} FROM confirmations WHERE tenant_id = :t"
-            " AND (cast(:s AS text) IS NULL OR state = :s)"
-            " AND (cast(:after AS text) IS NULL OR confirmation_id > :after)"
-            " ORDER BY confirmation_id LIMIT :n",
-            t=tenant_id,
-            s=state,
-            after=after,
-            n=limit,
-        )
-        return [_confirmation(row) for row in rows]
-
-
-def _entry(row: RowMapping) -> JournalEntry:
-    return JournalEntry(**dict(row))
-
-
-_JOURNAL_COLUMNS = (
-    "tenant_id, run_id, position, kind, causal_id, idempotency_key, attempt, intent_id,"
-    " boundary, body AS body_text, prev_hash, entry_hash, recorded_at"
-)
-
-
-class PgJournalRepository(_Repository):
-    async def append(
-        self,
-        *,
-        tenant_id: TenantId,
-        run_id: RunId,
-        kind: str,
-        causal_id: str,
-        idempotency_key: IdempotencyKey,
-        attempt: int | None,
-        intent_id: str | None,
-        boundary: str | None,
-        body_text: str,
-        recorded_at: datetime,
-    ) -> JournalEntry:
-        stamp = recorded_at.astimezone(UTC)
-        try:
-            row = await self._one(
-                "SELECT out_position, out_prev_hash, out_entry_hash FROM arvis_journal_append("
-                ":t, :r, :kind, :c, :k, :a, :i, :b, :body, :at)",
-                t=tenant_id,
-                r=run_id,
-                kind=kind,
-                c=causal_id,
-                k=idempotency_key,
-                a=attempt,
-                i=intent_id,
-                b=boundary,
-                body=body_text,
-                at=stamp.isoformat(timespec="microseconds"),
-            )
-        except DBAPIError as exc:
-            if sqlstate_of(exc) == "AR001":
-                raise JournalConflict(
-                    f"attempt {attempt} of {idempotency_key[:12]}… already has another result"
-                ) from exc
-            raise
-        assert row is not None
-        return JournalEntry(
-            tenant_id=tenant_id,
-            run_id=run_id,
-            position=row["out_position"],
-            kind=kind,
-            causal_id=causal_id,
-            idempotency_key=idempotency_key,
-            attempt=attempt,
-            intent_id=intent_id,
-            boundary=boundary,
-            body_text=body_text,
-            prev_hash=row["out_prev_hash"],
-            entry_hash=row["out_entry_hash"],
-            recorded_at=stamp,
-        )
-
-    async def for_attempt(
-        self, tenant_id: TenantId, key: IdempotencyKey, attempt: int
-    ) -> JournalEntry | None:
-        row = await self._one(
-            f"SELECT {_JOURNAL_COLUMNS} FROM journal_entries WHERE tenant_id = :t"
-            " AND idempotency_key = :k AND attempt = :a",
-            t=tenant_id,
-            k=key,
-            a=attempt,
-        )
-        return None if row is None else _entry(row)
-
-    async def at(self, tenant_id: TenantId, run_id: RunId, position: int) -> JournalEntry | None:
-        row = await self._one(
-            f"SELECT {_JOURNAL_COLUMNS} FROM journal_entries WHERE tenant_id = :t"
-            " AND run_id = :r AND position = :p",
-            t=tenant_id,
-            r=run_id,
-            p=position,
-        )
-        return None if row is None else _entry(row)
-
-    async def chain(
-        self, run_id: RunId, tenant_id: TenantId, after: int, limit: int
-    ) -> list[ChainRow]:
-        result = await self._c.execute(
-            text(
-                "SELECT position, prev_hash, entry_hash, kind, causal_id, idempotency_key,"
-                " attempt, intent_id, boundary, recorded_at, body FROM journal_entries"
-                " WHERE tenant_id = :t AND run_id = :r AND position > :after"
-                " ORDER BY position LIMIT :n"
-            ),
-            {"t": tenant_id, "r": run_id, "after": after, "n": limit},
-        )
-        return [tuple(row) for row in result.all()]
-
-    async def page(
-        self, tenant_id: TenantId, run_id: RunId, after: int, limit: int
-    ) -> list[JournalEntry]:
-        rows = await self._all(
-            f"SELECT {_JOURNAL_COLUMNS} FROM journal_entries WHERE tenant_id = :t"
-            " AND run_id = :r AND position > :after ORDER BY position LIMIT :n",
-            t=tenant_id,
-            r=run_id,
-            after=after,
-            n=limit,
-        )
-        return [_entry(row) for row in rows]

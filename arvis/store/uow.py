@@ -13,13 +13,13 @@ from typing import Self
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncTransaction
 
+from arvis.store.confirmation_repo import PgConfirmationRepository
 from arvis.store.errors import translate
+from arvis.store.journal_repo import PgJournalRepository
 from arvis.store.repositories import (
     PgActionRepository,
     PgCapabilityRepository,
-    PgConfirmationRepository,
     PgIntentRepository,
-    PgJournalRepository,
     PgLeaseRepository,
     PgRunRepository,
 )
