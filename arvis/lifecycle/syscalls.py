@@ -20,7 +20,6 @@ from arvis.domain.artifacts import Intent
 from arvis.domain.authorization import Authorized, DenialReason, DenialSnapshot
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.clock import Clock
-from arvis.domain.errors import StoreError
 from arvis.domain.identity import Identity
 from arvis.domain.ids import (
     CapabilityId,
@@ -30,7 +29,6 @@ from arvis.domain.ids import (
     IntentId,
     PlanId,
     RunId,
-    TenantId,
 )
 from arvis.domain.payload import FrozenEffectPayload, freeze_payload
 from arvis.lifecycle import journal
@@ -56,20 +54,18 @@ from arvis.lifecycle.outbox import IntentOutboxService
 from arvis.lifecycle.ports import (
     CausalIdConflict,
     FastPath,
-    JournalEntry,
     LifecycleStore,
     LifecycleUnitOfWork,
 )
 from arvis.lifecycle.results import (
     ConfirmationRef,
-    Receipt,
     Syscall,
     SyscallResult,
     result_from_entry,
 )
 from arvis.lifecycle.retry import retry_transaction
+from arvis.lifecycle.settlement import Settlement
 from arvis.tools.errors import PlanError
-from arvis.tools.outcome import DispatchOutcome
 from arvis.tools.plans import PlanLease, ToolPlanSource, lease_plan
 
 log = logging.getLogger(__name__)
@@ -128,14 +124,15 @@ class SyscallHandler:
         self.production = production
         self.journal_attempts = journal_attempts
         self.phase_observer = phase_observer
-        self.fast = fast
+        self.settlement = Settlement(
+            store=store, fast=fast, manager=manager, clock=clock, attempts=journal_attempts
+        )
         self.fast_admission = (
             FastAdmission(fast, authorization, manager, instance_id, outbox.store_fingerprint)
             if fast is not None and fast_admission
             else None
         )
         """Called with ("admission" | "dispatch" | "journal", seconds) after each phase."""
-        self._late: set[asyncio.Task[None]] = set()
         self._admitting = True
         self._in_flight = 0
         self._idle = asyncio.Event()
@@ -181,7 +178,7 @@ class SyscallHandler:
             step.lease.release()
         dispatched = clock()
         self._observe("dispatch", dispatched - admitted)
-        result = await self._settle(step, outcome)
+        result = await self.settlement.settle(step, outcome)
         self._observe("journal", clock() - dispatched)
         return result
 
@@ -441,129 +438,6 @@ class SyscallHandler:
         async with self.store.unit_of_work() as uow:
             return await self._refuse(uow, request, denial, None)
 
-    # -- journal (transaction 2) ----------------------------------------------
-
-    async def _settle(self, admitted: Admitted, outcome: DispatchOutcome) -> SyscallResult:
-        intent = admitted.intent
-        boundary = outcome.boundary
-        body = _execution_body(admitted, outcome)
-        recorded_at = self.clock.now()
-        try:
-            entry = await retry_transaction(
-                lambda: self._journal(intent, outcome, boundary, body, recorded_at),
-                attempts=self.journal_attempts,
-            )
-        except StoreError:
-            log.error(
-                "journal unreachable after dispatch; result of intent %s is held for later",
-                intent.intent_id,
-            )
-            self._journal_later(admitted, outcome, body, recorded_at)
-            return _unjournaled_result(admitted, outcome, body)
-        return result_from_entry(entry)
-
-    async def _journal(
-        self,
-        intent: Intent,
-        outcome: DispatchOutcome,
-        boundary: EffectBoundary,
-        body: dict[str, Any],
-        recorded_at: Any,
-    ) -> JournalEntry:
-        context = intent.context
-        retryable = outcome.failure.retryable if outcome.failure is not None else False
-        if self.fast is not None:
-            return await self.fast.journal_execution(
-                tenant_id=context.tenant_id,
-                run_id=context.run_id,
-                causal_id=context.causal_id,
-                idempotency_key=intent.idempotency_key,
-                attempt=intent.attempt,
-                intent_id=intent.intent_id,
-                boundary=boundary.value,
-                body_text=journal.body_text(body),
-                recorded_at=recorded_at,
-                retryable=retryable,
-                confirmation_id=intent.confirmation_id,
-            )
-        async with self.store.unit_of_work() as uow:
-            entry = await journal.append(
-                uow,
-                tenant_id=context.tenant_id,
-                run_id=context.run_id,
-                kind="execution",
-                causal_id=context.causal_id,
-                idempotency_key=intent.idempotency_key,
-                attempt=intent.attempt,
-                intent_id=intent.intent_id,
-                boundary=boundary.value,
-                body=body,
-                recorded_at=recorded_at,
-            )
-            await uow.intents.settle(context.tenant_id, intent.intent_id, boundary)
-            await uow.actions.settle(
-                context.tenant_id,
-                intent.idempotency_key,
-                intent.attempt,
-                boundary,
-                retryable,
-                entry.position,
-            )
-            if intent.confirmation_id is not None:
-                await self.manager.settle_confirmation(
-                    uow,
-                    context.tenant_id,
-                    intent.confirmation_id,
-                    effect_may_have_started=not boundary.retry_is_free,
-                )
-            await uow.commit()
-        return entry
-
-    def _journal_later(
-        self,
-        admitted: Admitted,
-        outcome: DispatchOutcome,
-        body: dict[str, Any],
-        recorded_at: Any,
-    ) -> None:
-        task = asyncio.create_task(self._journal_when_back(admitted, outcome, body, recorded_at))
-        self._late.add(task)
-        task.add_done_callback(self._late.discard)
-
-    async def _journal_when_back(
-        self,
-        admitted: Admitted,
-        outcome: DispatchOutcome,
-        body: dict[str, Any],
-        recorded_at: Any,
-    ) -> None:
-        """Journal a held result once the store answers, and flag the run: the caller
-        was told the run is audit-incomplete, and that must stay visible."""
-        intent = admitted.intent
-        context = intent.context
-        delay = 0.5
-        while True:
-            try:
-                await self._journal(intent, outcome, outcome.boundary, body, recorded_at)
-            except StoreError:
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 30.0)
-                continue
-            except Exception:
-                log.exception("held result of intent %s could not be journaled", intent.intent_id)
-            break
-        try:
-            await retry_transaction(lambda: self._flag(context.tenant_id, context.run_id))
-        except StoreError:
-            log.error("run %s could not be flagged audit-incomplete", context.run_id)
-
-    async def _flag(self, tenant_id: TenantId, run_id: RunId) -> None:
-        async with self.store.unit_of_work() as uow:
-            await uow.runs.flag_audit_incomplete(
-                TenantId(tenant_id), RunId(run_id), "result journaled late after a store outage"
-            )
-            await uow.commit()
-
     def stop_admitting(self) -> None:
         """Refuse new syscalls from now on (graceful shutdown, first step)."""
         self._admitting = False
@@ -580,66 +454,4 @@ class SyscallHandler:
             await asyncio.wait_for(self._idle.wait(), timeout=timeout_s)
         except TimeoutError:
             return False
-        if self._late:
-            remaining = max(0.0, deadline - loop.time())
-            _, pending = await asyncio.wait(set(self._late), timeout=remaining)
-            return not pending
-        return True
-
-
-def _execution_body(admitted: Admitted, outcome: DispatchOutcome) -> dict[str, Any]:
-    intent = admitted.intent
-    receipt = admitted.receipt
-    body: dict[str, Any] = {
-        "tool": intent.tool,
-        "plan_id": intent.plan_id,
-        "payload_digest": intent.payload.digest,
-        "principal_id": intent.context.principal_id,
-        "capability_id": intent.capability_id,
-        "confirmation_id": intent.confirmation_id,
-        "receipt": Receipt(
-            position=receipt.position,
-            intent_commitment=receipt.intent_commitment,
-            store_fingerprint=receipt.store_fingerprint,
-        ).model_dump(),
-        "result": None,
-        "problem": None,
-        "retryable": False,
-    }
-    if outcome.result is not None:
-        problem = outcome.result.problem
-        if problem is None:
-            body["result"] = outcome.result.value
-        else:
-            body["problem"] = problem.model_dump()
-    else:
-        assert outcome.failure is not None
-        failure = outcome.failure
-        body["problem"] = {
-            "code": failure.code,
-            "detail": failure.message,
-            "effect_started": failure.effect_started,
-            "retryable": failure.retryable,
-        }
-        body["retryable"] = failure.retryable
-    return body
-
-
-def _unjournaled_result(
-    admitted: Admitted, outcome: DispatchOutcome, body: dict[str, Any]
-) -> SyscallResult:
-    intent = admitted.intent
-    return SyscallResult(
-        outcome="executed",
-        boundary=outcome.boundary,
-        result=body["result"],
-        problem=body["problem"],
-        detail="the result could not be journaled yet; the run is flagged audit-incomplete",
-        idempotency_key=intent.idempotency_key,
-        attempt=intent.attempt,
-        run_id=intent.context.run_id,
-        causal_id=intent.context.causal_id,
-        receipt=Receipt.model_validate(body["receipt"]),
-        journal_position=None,
-        audit_incomplete=True,
-    )
+        return await self.settlement.drain(max(0.0, deadline - loop.time()))

@@ -55,9 +55,9 @@ async def test_a_result_that_cannot_be_journaled_is_flagged_and_journaled_later(
     assert isinstance(store, FlakyStore)
     handler = harness.lifecycle.handler
     if hot_path:
-        handler.fast = FlakyFastPath(store, handler.fast)
+        handler.settlement.fast = FlakyFastPath(store, handler.settlement.fast)
     else:
-        handler.fast = None
+        handler.settlement.fast = None
         handler.fast_admission = None
 
     async def outage_during_dispatch(invocation: ToolInvocation) -> ToolResult:
