@@ -45,6 +45,18 @@ def sqlstate_of(error: BaseException) -> str | None:
     return state if isinstance(state, str) else None
 
 
+def _by_sqlstate(state: str, constraint: str | None) -> StoreError | None:
+    if state[:2] in RETRYABLE_CLASSES:
+        return StoreUnavailable(f"the database is unavailable (SQLSTATE {state})")
+    if state in ("40001", "40P01"):
+        return SerializationConflict(f"transaction conflict (SQLSTATE {state})")
+    if state in SCHEMA_DRIFT:
+        return _schema_drift(state)
+    if state[:2] == "23":
+        return IntegrityConflict(f"constraint {constraint} refused the write", constraint)
+    return None
+
+
 def translate_driver(error: BaseException) -> StoreError | None:
     """The domain error for a psycopg exception raised outside SQLAlchemy."""
     import psycopg
@@ -56,40 +68,22 @@ def translate_driver(error: BaseException) -> StoreError | None:
         if isinstance(error, psycopg.OperationalError | psycopg.InterfaceError):
             return StoreUnavailable("the database is unreachable")
         return None
-    if state[:2] in RETRYABLE_CLASSES:
-        return StoreUnavailable(f"the database is unavailable (SQLSTATE {state})")
-    if state in ("40001", "40P01"):
-        return SerializationConflict(f"transaction conflict (SQLSTATE {state})")
-    if state in SCHEMA_DRIFT:
-        return _schema_drift(state)
-    if state[:2] == "23":
-        constraint = error.diag.constraint_name
-        return IntegrityConflict(f"constraint {constraint} refused the write", constraint)
-    return None
+    return _by_sqlstate(state, error.diag.constraint_name)
 
 
 def translate(error: BaseException) -> StoreError | None:
     """The domain error for a database exception, or None when it is not one."""
     if not isinstance(error, sa_exc.DBAPIError | sa_exc.TimeoutError | OSError):
         return None
-    state = sqlstate_of(error)
     if isinstance(error, sa_exc.TimeoutError | OSError) or (
         isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated
     ):
         return StoreUnavailable("the database is unreachable")
+    state = sqlstate_of(error)
     if state is None:
         # psycopg raises OperationalError without a SQLSTATE when it cannot connect.
         if isinstance(error, sa_exc.OperationalError | sa_exc.InterfaceError):
             return StoreUnavailable("the database is unreachable")
         return None
-    if state[:2] in RETRYABLE_CLASSES:
-        return StoreUnavailable(f"the database is unavailable (SQLSTATE {state})")
-    if state in ("40001", "40P01"):
-        return SerializationConflict(f"transaction conflict (SQLSTATE {state})")
-    if state in SCHEMA_DRIFT:
-        return _schema_drift(state)
-    if state[:2] == "23":
-        diag = getattr(getattr(error, "orig", None), "diag", None)
-        constraint = getattr(diag, "constraint_name", None)
-        return IntegrityConflict(f"constraint {constraint} refused the write", constraint)
-    return None
+    diag = getattr(getattr(error, "orig", None), "diag", None)
+    return _by_sqlstate(state, getattr(diag, "constraint_name", None))
