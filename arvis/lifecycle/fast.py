@@ -137,7 +137,6 @@ class FastAdmission:
         if answer.status != "admitted":
             return None
         assert answer.receipt_position is not None
-        self.manager.remember(intent.capability_id)
         receipt = AuditReceipt(
             intent_commitment=commitment,
             run_id=run_id,

@@ -22,9 +22,9 @@ from arvis.lifecycle.errors import CapabilityError, ConfirmationStateConflict, N
 from arvis.lifecycle.ports import ConfirmationRecord, LifecycleStore, LifecycleUnitOfWork
 
 DEFAULT_CONFIRMATION_TTL = timedelta(hours=24)
-# Bounded memory for "did I mint this?": capabilities older than this many
-# mints are settled long since.
-_REMEMBERED_MINTS = 65536
+# "Did I mint this?" is asked right after minting, in the same admission; a
+# small window is enough and keeps a long-lived instance's memory flat.
+_REMEMBERED_MINTS = 1024
 
 
 class ToolManager:

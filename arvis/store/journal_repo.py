@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
-from sqlalchemy import text
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.exc import DBAPIError
 
@@ -104,16 +104,20 @@ class PgJournalRepository(SqlRepository):
     async def chain(
         self, run_id: RunId, tenant_id: TenantId, after: int, limit: int
     ) -> list[ChainRow]:
-        result = await self._c.execute(
-            text(
+        # Verification reads many rows: straight from the driver, in this unit of
+        # work's transaction, as plain tuples.
+        raw = await self._c.get_raw_connection()
+        driver: Any = raw.driver_connection
+        async with driver.cursor() as cursor:
+            await cursor.execute(
                 "SELECT position, prev_hash, entry_hash, kind, causal_id, idempotency_key,"
                 " attempt, intent_id, boundary, recorded_at, body FROM journal_entries"
-                " WHERE tenant_id = :t AND run_id = :r AND position > :after"
-                " ORDER BY position LIMIT :n"
-            ),
-            {"t": tenant_id, "r": run_id, "after": after, "n": limit},
-        )
-        return [tuple(row) for row in result.all()]
+                " WHERE tenant_id = %s AND run_id = %s AND position > %s"
+                " ORDER BY position LIMIT %s",
+                (tenant_id, run_id, after, limit),
+            )
+            rows: list[ChainRow] = await cursor.fetchall()
+        return rows
 
     async def page(
         self, tenant_id: TenantId, run_id: RunId, after: int, limit: int
