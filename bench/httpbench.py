@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,9 +16,39 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
+
+from arvis.store.engine import libpq_url
 
 ARVIS = Path(sys.executable).with_name("arvis")
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@contextmanager
+def vacuuming(url: str, every_s: float = 5.0) -> Iterator[None]:
+    """Stand in for autovacuum when the server has it off (this machine's PostgreSQL 15
+    does): every settle leaves a dead intent, and a long run without vacuum measures
+    table bloat rather than ARVIS. A no-op when autovacuum is on."""
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        row = conn.execute("SHOW autovacuum").fetchone()
+    if row is not None and row[0] == "on":
+        yield
+        return
+    stop = threading.Event()
+
+    def loop() -> None:
+        with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+            while not stop.wait(every_s):
+                for table in ("intents", "capabilities", "actions", "runs", "journal_entries"):
+                    conn.execute(f"VACUUM {table}")
+
+    worker = threading.Thread(target=loop, daemon=True)
+    worker.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        worker.join(timeout=60)
 
 
 class HttpUnavailable(RuntimeError):
@@ -30,7 +61,7 @@ def measure_http(
     env = {**os.environ, "ARVIS_DATABASE_URL": url, "ARVIS_LOG_LEVEL": "WARNING"}
     env["ARVIS_DATA_DIR"] = tempfile.mkdtemp(prefix="arvis-bench-data-")
     token, key_source = create_agent_key(env)
-    with serve(env) as (base, server):
+    with serve(env) as (base, server), vacuuming(url):
         run_load(base, token, 8, 400, "warm")
         rss_warm = worker_rss(server.pid)
         load = [run_load(base, token, c, requests * max(1, c // 4), f"c{c}") for c in concurrencies]

@@ -80,6 +80,13 @@ async def open_kernel(url: str, prefix: str) -> AsyncIterator[Kernel]:
 
 async def measure_kernel(url: str, count: int, warmup: int) -> dict[str, Any]:
     """Sequential p50/p99 and client CPU per syscall."""
+    from bench.httpbench import vacuuming
+
+    with vacuuming(url):
+        return await _measure(url, count, warmup)
+
+
+async def _measure(url: str, count: int, warmup: int) -> dict[str, Any]:
     async with open_kernel(url, "kernel") as kernel:
         await kernel.timed(warmup)
         cpu0, wall0 = time.process_time(), time.perf_counter()

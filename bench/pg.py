@@ -19,6 +19,7 @@ from arvis.store.engine import libpq_url
 LOCAL_URL = "postgresql://postgres@127.0.0.1:5432/test"
 SETTINGS = (
     "server_version",
+    "autovacuum",
     "fsync",
     "synchronous_commit",
     "wal_sync_method",
