@@ -16,8 +16,9 @@ from datetime import datetime
 from typing import Any
 
 from arvis.domain.artifacts import GENESIS_HASH, as_utc
+from arvis.domain.boundary import EffectBoundary
 from arvis.domain.canonical import canonical_bytes
-from arvis.domain.ids import IdempotencyKey, RunId, TenantId
+from arvis.domain.ids import ConfirmationId, IdempotencyKey, IntentId, RunId, TenantId
 from arvis.lifecycle.ports import JournalEntry, LifecycleStore, LifecycleUnitOfWork
 
 VERIFY_PAGE = 5000
@@ -95,6 +96,51 @@ async def append(
         body_text=body_text(body),
         recorded_at=recorded_at,
     )
+
+
+async def record_attempt(
+    uow: LifecycleUnitOfWork,
+    *,
+    tenant_id: TenantId,
+    run_id: RunId,
+    kind: str,
+    causal_id: str,
+    idempotency_key: IdempotencyKey,
+    attempt: int,
+    intent_id: IntentId,
+    boundary: EffectBoundary,
+    body: dict[str, Any],
+    recorded_at: datetime,
+    retryable: bool,
+    confirmation_id: ConfirmationId | None,
+) -> JournalEntry:
+    """Journal an attempt's result and settle it: the intent, the action's latest
+    attempt, and the consent, released only when the effect provably did not start.
+
+    The general path's form of ``arvis_journal_execution`` (migrations/sql); the
+    dispatcher's settlement and the recovery sweeper both end an attempt here.
+    """
+    entry = await append(
+        uow,
+        tenant_id=tenant_id,
+        run_id=run_id,
+        kind=kind,
+        causal_id=causal_id,
+        idempotency_key=idempotency_key,
+        attempt=attempt,
+        intent_id=intent_id,
+        boundary=boundary.value,
+        body=body,
+        recorded_at=recorded_at,
+    )
+    await uow.intents.settle(tenant_id, intent_id, boundary)
+    await uow.actions.settle(
+        tenant_id, idempotency_key, attempt, boundary, retryable, entry.position
+    )
+    if confirmation_id is not None:
+        settled = "APPROVED" if boundary.retry_is_free else "CONSUMED"
+        await uow.confirmations.transition(tenant_id, confirmation_id, ("RESERVED",), settled)
+    return entry
 
 
 @dataclass(frozen=True)

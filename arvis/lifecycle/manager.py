@@ -91,21 +91,6 @@ class ToolManager:
         """RESERVED → APPROVED: only when the effect provably did not start."""
         await uow.confirmations.transition(tenant_id, confirmation_id, ("RESERVED",), "APPROVED")
 
-    async def settle_confirmation(
-        self,
-        uow: LifecycleUnitOfWork,
-        tenant_id: TenantId,
-        confirmation_id: ConfirmationId,
-        *,
-        effect_may_have_started: bool,
-    ) -> None:
-        if effect_may_have_started:
-            await uow.confirmations.transition(
-                tenant_id, confirmation_id, ("RESERVED",), "CONSUMED"
-            )
-        else:
-            await self.release(uow, tenant_id, confirmation_id)
-
     # -- confirmations ------------------------------------------------------
 
     async def request_confirmation(

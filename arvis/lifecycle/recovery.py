@@ -88,7 +88,7 @@ class RecoverySweeper:
                 await uow.capabilities.revoke(
                     intent.tenant_id, intent.capability_id, "recovered before consumption"
                 )
-            entry = await journal.append(
+            entry = await journal.record_attempt(
                 uow,
                 tenant_id=intent.tenant_id,
                 run_id=intent.run_id,
@@ -97,28 +97,12 @@ class RecoverySweeper:
                 idempotency_key=intent.idempotency_key,
                 attempt=intent.attempt,
                 intent_id=intent.intent_id,
-                boundary=boundary.value,
+                boundary=boundary,
                 body=_recovery_body(intent, consumed),
                 recorded_at=self.clock.now(),
+                retryable=False,
+                confirmation_id=intent.confirmation_id,
             )
-            await uow.intents.settle(intent.tenant_id, intent.intent_id, boundary)
-            await uow.actions.settle(
-                intent.tenant_id,
-                intent.idempotency_key,
-                intent.attempt,
-                boundary,
-                False,
-                entry.position,
-            )
-            if intent.confirmation_id is not None:
-                if consumed:
-                    await uow.confirmations.transition(
-                        intent.tenant_id, intent.confirmation_id, ("RESERVED",), "CONSUMED"
-                    )
-                else:
-                    await uow.confirmations.transition(
-                        intent.tenant_id, intent.confirmation_id, ("RESERVED",), "APPROVED"
-                    )
             await uow.commit()
         return SettledIntent(
             tenant_id=intent.tenant_id,

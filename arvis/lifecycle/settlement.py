@@ -19,7 +19,6 @@ from arvis.domain.errors import StoreError
 from arvis.domain.ids import RunId, TenantId
 from arvis.lifecycle import journal
 from arvis.lifecycle.fast import Admitted
-from arvis.lifecycle.manager import ToolManager
 from arvis.lifecycle.ports import FastPath, JournalEntry, LifecycleStore
 from arvis.lifecycle.results import Receipt, SyscallResult, result_from_entry
 from arvis.lifecycle.retry import retry_transaction
@@ -34,14 +33,12 @@ class Settlement:
         *,
         store: LifecycleStore,
         fast: FastPath | None,
-        manager: ToolManager,
         clock: Clock,
         attempts: int,
     ) -> None:
         self.store = store
         self.fast = fast
         """One-statement journal transaction; None uses the unit of work instead."""
-        self.manager = manager
         self.clock = clock
         self.attempts = attempts
         self._late: set[asyncio.Task[None]] = set()
@@ -91,7 +88,7 @@ class Settlement:
                 confirmation_id=intent.confirmation_id,
             )
         async with self.store.unit_of_work() as uow:
-            entry = await journal.append(
+            entry = await journal.record_attempt(
                 uow,
                 tenant_id=context.tenant_id,
                 run_id=context.run_id,
@@ -100,26 +97,12 @@ class Settlement:
                 idempotency_key=intent.idempotency_key,
                 attempt=intent.attempt,
                 intent_id=intent.intent_id,
-                boundary=boundary.value,
+                boundary=boundary,
                 body=body,
                 recorded_at=recorded_at,
+                retryable=retryable,
+                confirmation_id=intent.confirmation_id,
             )
-            await uow.intents.settle(context.tenant_id, intent.intent_id, boundary)
-            await uow.actions.settle(
-                context.tenant_id,
-                intent.idempotency_key,
-                intent.attempt,
-                boundary,
-                retryable,
-                entry.position,
-            )
-            if intent.confirmation_id is not None:
-                await self.manager.settle_confirmation(
-                    uow,
-                    context.tenant_id,
-                    intent.confirmation_id,
-                    effect_may_have_started=not boundary.retry_is_free,
-                )
             await uow.commit()
         return entry
 

@@ -14,11 +14,9 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from arvis.domain.artifacts import Intent
 from arvis.domain.authorization import Authorized, DenialReason, DenialSnapshot
-from arvis.domain.boundary import EffectBoundary
 from arvis.domain.clock import Clock
 from arvis.domain.identity import Identity
 from arvis.domain.ids import (
@@ -31,7 +29,6 @@ from arvis.domain.ids import (
     RunId,
 )
 from arvis.domain.payload import FrozenEffectPayload, freeze_payload
-from arvis.lifecycle import journal
 from arvis.lifecycle.authorization import (
     AdmissionRequest,
     AwaitConsent,
@@ -57,11 +54,11 @@ from arvis.lifecycle.ports import (
     LifecycleStore,
     LifecycleUnitOfWork,
 )
+from arvis.lifecycle.refusals import answer_deduplicated, journal_refusal
 from arvis.lifecycle.results import (
     ConfirmationRef,
     Syscall,
     SyscallResult,
-    result_from_entry,
 )
 from arvis.lifecycle.retry import retry_transaction
 from arvis.lifecycle.settlement import Settlement
@@ -124,9 +121,7 @@ class SyscallHandler:
         self.production = production
         self.journal_attempts = journal_attempts
         self.phase_observer = phase_observer
-        self.settlement = Settlement(
-            store=store, fast=fast, manager=manager, clock=clock, attempts=journal_attempts
-        )
+        self.settlement = Settlement(store=store, fast=fast, clock=clock, attempts=journal_attempts)
         self.fast_admission = (
             FastAdmission(fast, authorization, manager, instance_id, outbox.store_fingerprint)
             if fast is not None and fast_admission
@@ -288,7 +283,7 @@ class SyscallHandler:
         if isinstance(step, InFlight):
             raise AttemptInFlight(step.action.idempotency_key)
         if isinstance(step, Deduplicated):
-            return await self._deduplicated(uow, identity, step)
+            return await answer_deduplicated(uow, identity.tenant_id, step.action)
         if isinstance(step, AwaitConsent):
             confirmation = await self.manager.request_confirmation(
                 uow, step, payload, ids.confirmation
@@ -306,7 +301,7 @@ class SyscallHandler:
                 ),
             )
         if isinstance(step, Refuse):
-            return await self._refuse(uow, request, step.denial, step.attempt)
+            return await journal_refusal(uow, request, step.denial, step.attempt, self.clock.now())
         return await self._mint_and_record(uow, request, step, ids, plan_id, payload, lease)
 
     async def _mint_and_record(
@@ -339,7 +334,7 @@ class SyscallHandler:
                 policy_version=snapshot.policy_version,
                 policy_digest=snapshot.policy_digest,
             )
-            return await self._refuse(uow, request, denial, snapshot.attempt)
+            return await journal_refusal(uow, request, denial, snapshot.attempt, self.clock.now())
         intent = Intent(
             intent_id=ids.intent,
             context=snapshot.context,
@@ -360,57 +355,6 @@ class SyscallHandler:
     def _validate(self, outcome: Authorized) -> None:
         if not outcome.capability_id or not self.manager.owns(outcome.capability_id):
             raise CapabilityError("the capability was not minted by this manager")
-
-    async def _deduplicated(
-        self, uow: LifecycleUnitOfWork, identity: Identity, step: Deduplicated
-    ) -> SyscallResult:
-        assert step.action.last_position is not None
-        entry = await uow.journal.at(
-            identity.tenant_id, step.action.run_id, step.action.last_position
-        )
-        run = await uow.runs.get(identity.tenant_id, step.action.run_id)
-        assert entry is not None
-        assert run is not None
-        return result_from_entry(
-            entry, outcome="deduplicated", audit_incomplete=run.audit_incomplete
-        )
-
-    async def _refuse(
-        self,
-        uow: LifecycleUnitOfWork,
-        request: AdmissionRequest,
-        denial: DenialSnapshot,
-        attempt: int | None,
-    ) -> SyscallResult:
-        tenant = request.identity.tenant_id
-        body: dict[str, Any] = {
-            "tool": request.tool,
-            "plan_id": request.plan_id,
-            "payload_digest": request.payload.digest,
-            "principal_id": request.identity.principal_id,
-            "reason": denial.reason.value,
-            "detail": denial.detail,
-            "denial": denial.model_dump(mode="json"),
-        }
-        entry = await journal.append(
-            uow,
-            tenant_id=tenant,
-            run_id=request.run_id,
-            kind="refusal",
-            causal_id=request.causal_id,
-            idempotency_key=denial.idempotency_key,
-            attempt=attempt,
-            intent_id=None,
-            boundary=EffectBoundary.PRE_EFFECT_REFUSAL.value,
-            body=body,
-            recorded_at=self.clock.now(),
-        )
-        if attempt is not None:
-            await uow.actions.record_refusal(
-                tenant, denial.idempotency_key, attempt, entry.position
-            )
-        await uow.commit()
-        return result_from_entry(entry)
 
     async def _refuse_causal_conflict(
         self,
@@ -436,7 +380,7 @@ class SyscallHandler:
             idempotency_key=request.idempotency_key,
         )
         async with self.store.unit_of_work() as uow:
-            return await self._refuse(uow, request, denial, None)
+            return await journal_refusal(uow, request, denial, None, self.clock.now())
 
     def stop_admitting(self) -> None:
         """Refuse new syscalls from now on (graceful shutdown, first step)."""
