@@ -31,33 +31,40 @@ class PgAuditSink:
             raise TypeError("PgAuditSink records through a PostgreSQL unit of work")
         context = intent.context
         commitment = intent.commitment
-        result = await uow.connection.execute(
-            text(
-                "INSERT INTO intents (tenant_id, intent_id, run_id, causal_id, idempotency_key,"
-                " attempt, tool, plan_id, payload, payload_digest, capability_id, commitment,"
-                " receipt_position, context, instance_id, confirmation_id) VALUES (:t, :i, :r,"
-                " :c, :k, :a, :tool, :plan, cast(:payload AS jsonb), :d, :cap, :commitment,"
-                " nextval('receipt_position_seq'), cast(:ctx AS jsonb), :inst, :conf)"
-                " RETURNING receipt_position"
-            ),
-            {
-                "t": context.tenant_id,
-                "i": intent.intent_id,
-                "r": context.run_id,
-                "c": context.causal_id,
-                "k": intent.idempotency_key,
-                "a": intent.attempt,
-                "tool": intent.tool,
-                "plan": intent.plan_id,
-                "payload": intent.payload.canonical.decode(),
-                "d": intent.payload.digest,
-                "cap": intent.capability_id,
-                "commitment": commitment,
-                "ctx": context.model_dump_json(),
-                "inst": context.instance_id,
-                "conf": intent.confirmation_id,
-            },
-        )
+        # A lost connection here is a store outage, not a faulty sink: say so.
+        try:
+            result = await uow.connection.execute(
+                text(
+                    "INSERT INTO intents (tenant_id, intent_id, run_id, causal_id, idempotency_key,"
+                    " attempt, tool, plan_id, payload, payload_digest, capability_id, commitment,"
+                    " receipt_position, context, instance_id, confirmation_id) VALUES (:t, :i, :r,"
+                    " :c, :k, :a, :tool, :plan, cast(:payload AS jsonb), :d, :cap, :commitment,"
+                    " nextval('receipt_position_seq'), cast(:ctx AS jsonb), :inst, :conf)"
+                    " RETURNING receipt_position"
+                ),
+                {
+                    "t": context.tenant_id,
+                    "i": intent.intent_id,
+                    "r": context.run_id,
+                    "c": context.causal_id,
+                    "k": intent.idempotency_key,
+                    "a": intent.attempt,
+                    "tool": intent.tool,
+                    "plan": intent.plan_id,
+                    "payload": intent.payload.canonical.decode(),
+                    "d": intent.payload.digest,
+                    "cap": intent.capability_id,
+                    "commitment": commitment,
+                    "ctx": context.model_dump_json(),
+                    "inst": context.instance_id,
+                    "conf": intent.confirmation_id,
+                },
+            )
+        except Exception as exc:
+            domain = translate(exc)
+            if domain is not None:
+                raise domain from exc
+            raise
         position = int(result.scalar_one())
         return AuditReceipt(
             intent_commitment=commitment,

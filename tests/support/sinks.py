@@ -33,3 +33,12 @@ class ReusedPositionSink(PgAuditSink):
         if self.first is None:
             self.first = receipt.position
         return receipt.model_copy(update={"position": self.first})
+
+
+class UnreachableStoreSink(PgAuditSink):
+    """The database went away while the intent was being written."""
+
+    async def record(self, uow: LifecycleUnitOfWork, intent: Intent) -> AuditReceipt:
+        from arvis.domain.errors import StoreUnavailable
+
+        raise StoreUnavailable("the database is unreachable (test)")

@@ -52,3 +52,20 @@ async def test_a_reused_durable_position_aborts_the_second_admission(database_ur
         ]
     finally:
         await harness.store.close()
+
+
+async def test_a_store_outage_while_writing_the_intent_is_reported_as_an_outage(
+    database_url: str,
+) -> None:
+    from arvis.domain.errors import StoreUnavailable
+    from tests.support.sinks import UnreachableStoreSink
+
+    harness = await make_harness(
+        database_url, audit_sink=lambda store: UnreachableStoreSink(store.fingerprint)
+    )
+    try:
+        with pytest.raises(StoreUnavailable):
+            await harness.execute("read", {"q": 3}, causal_id="outage")
+        assert harness.tools["read"].calls == 0
+    finally:
+        await harness.store.close()
