@@ -157,7 +157,7 @@ class PgActionRepository(SqlRepository):
                 d=payload_digest,
             )
         except IntegrityError as exc:
-            if _constraint(exc) == "uq_actions_tenant_id_run_id_causal_id":
+            if _constraint(exc) == "uq_actions_run_id_causal_id_tenant_id":
                 raise CausalIdConflict(run_id, causal_id) from exc
             raise
         assert row is not None

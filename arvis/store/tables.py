@@ -112,7 +112,8 @@ actions = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     PrimaryKeyConstraint("tenant_id", "idempotency_key"),
     # One causal id names one decision for ever (DESIGN §4, causal_id_conflict).
-    UniqueConstraint("tenant_id", "run_id", "causal_id"),
+    # Secondary indexes lead with their selective column: see migration 0002.
+    UniqueConstraint("run_id", "causal_id", "tenant_id"),
     ForeignKeyConstraint(["tenant_id", "run_id"], ["runs.tenant_id", "runs.run_id"]),
     _tenant_check(),
     CheckConstraint("attempts >= 0", name="attempts_natural"),
@@ -136,7 +137,7 @@ capabilities = Table(
     Column("minted_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     PrimaryKeyConstraint("tenant_id", "capability_id"),
-    UniqueConstraint("tenant_id", "idempotency_key", "attempt"),
+    UniqueConstraint("idempotency_key", "attempt", "tenant_id"),
     # The receipt that activated the capability: a reused durable position aborts.
     UniqueConstraint("receipt_position"),
     ForeignKeyConstraint(
@@ -175,7 +176,7 @@ intents = Table(
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     Column("settled_at", DateTime(timezone=True)),
     PrimaryKeyConstraint("tenant_id", "intent_id"),
-    UniqueConstraint("tenant_id", "idempotency_key", "attempt"),
+    UniqueConstraint("idempotency_key", "attempt", "tenant_id"),
     UniqueConstraint("receipt_position"),
     ForeignKeyConstraint(
         ["tenant_id", "capability_id"], ["capabilities.tenant_id", "capabilities.capability_id"]
@@ -187,7 +188,6 @@ intents = Table(
     # At most one attempt of a logical action is ever in flight.
     Index(
         "uq_intents_one_unsettled_attempt",
-        "tenant_id",
         "idempotency_key",
         unique=True,
         postgresql_where=text("NOT settled"),
@@ -213,11 +213,11 @@ confirmations = Table(
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     PrimaryKeyConstraint("tenant_id", "confirmation_id"),
-    UniqueConstraint("tenant_id", "idempotency_key"),
+    UniqueConstraint("idempotency_key", "tenant_id"),
     ForeignKeyConstraint(["tenant_id", "run_id"], ["runs.tenant_id", "runs.run_id"]),
     _tenant_check(),
     CheckConstraint(_in("state", CONFIRMATION_STATES), name="state_known"),
-    Index("ix_confirmations_tenant_id_state", "tenant_id", "state"),
+    Index("ix_confirmations_state_tenant_id", "state", "tenant_id"),
 )
 
 journal_entries = Table(
@@ -246,9 +246,9 @@ journal_entries = Table(
     # One result per attempt: appends are INSERT … ON CONFLICT on this key.
     Index(
         "uq_journal_entries_one_result_per_attempt",
-        "tenant_id",
         "idempotency_key",
         "attempt",
+        "tenant_id",
         unique=True,
         postgresql_where=text("attempt IS NOT NULL"),
     ),
