@@ -6,6 +6,7 @@ Everything downstream of a decision uses these bytes, never the caller's object.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from typing import Any
 
@@ -61,12 +62,62 @@ def _check_text(text: str, path: str, what: str) -> None:
         raise PayloadError(f"{what} may not contain unpaired surrogates", path) from None
 
 
+# For values without floats, with exactly representable integers and ASCII object
+# keys, the standard library's C encoder writes RFC 8785's bytes: the same
+# escapes (the two-character forms and lowercase \u00xx for other controls,
+# nothing else), code-point key order (UTF-16 order for ASCII keys) and integer
+# forms. Everything else goes through rfc8785, the reference implementation.
+_PLAIN = json.JSONEncoder(
+    ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
+)
+
+
 def canonical_bytes(value: Any) -> bytes:
     """The RFC 8785 serialisation of an already checked JSON value."""
+    if _plain(value):
+        try:
+            return _PLAIN.encode(value).encode("utf-8")
+        except UnicodeEncodeError:
+            pass  # a lone surrogate: rfc8785 names the problem
     try:
         return rfc8785.dumps(value)
-    except rfc8785.CanonicalizationError as exc:  # e.g. a lone surrogate in a string
+    # e.g. a lone surrogate in a string (CanonicalizationError) or in a key,
+    # which rfc8785 meets while sorting (UnicodeEncodeError)
+    except (rfc8785.CanonicalizationError, UnicodeError) as exc:
         raise PayloadError(str(exc)) from exc
+
+
+_PLAIN_NODES = 100_000
+
+
+def _plain(value: Any) -> bool:
+    """True when ``value`` holds only exact str, bool, None, safe int, list, tuple
+    and dict with ASCII string keys (no subclasses, no floats). Huge (or cyclic)
+    values answer False and take the reference path."""
+    stack = [value]
+    budget = _PLAIN_NODES
+    while stack:
+        budget -= 1
+        if budget < 0:
+            return False
+        item = stack.pop()
+        kind = type(item)
+        if kind is str or kind is bool or item is None:
+            continue
+        if kind is int:
+            if -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
+                continue
+            return False
+        if kind is dict:
+            for key in item:
+                if type(key) is not str or not key.isascii():
+                    return False
+            stack.extend(item.values())
+        elif kind is list or kind is tuple:
+            stack.extend(item)
+        else:
+            return False
+    return True
 
 
 def sha256_hex(data: bytes) -> str:

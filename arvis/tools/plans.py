@@ -210,7 +210,12 @@ async def lease_plan(source: ToolPlanSource, plan_id: PlanId | None = None) -> P
         raise PlanUnavailable(plan_id) from None
     try:
         got = lease.plan.plan_id
-        derived = derive_plan_id(lease.plan.definitions.values())
+        # A ToolPlan verified its id against its definitions when it was built and
+        # cannot change since; anything else a source hands back is verified here.
+        if type(lease.plan) is ToolPlan:
+            derived = got
+        else:
+            derived = derive_plan_id(lease.plan.definitions.values())
     except Exception:
         logger.exception("tool plan source returned an unreadable lease")
         _release_quietly(lease)
