@@ -117,8 +117,9 @@ async def record_attempt(
     """Journal an attempt's result and settle it: the intent, the action's latest
     attempt, and the consent, released only when the effect provably did not start.
 
-    The general path's form of ``arvis_journal_execution`` (migrations/sql); the
-    dispatcher's settlement and the recovery sweeper both end an attempt here.
+    The general path's form of ``arvis_journal_append`` with ``p_settle``
+    (migrations/sql/0003_functions.sql); the dispatcher's settlement and the
+    recovery sweeper both end an attempt here.
     """
     entry = await append(
         uow,

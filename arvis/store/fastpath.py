@@ -1,9 +1,9 @@
 """The hot path of ``tool.execute`` on PostgreSQL: each step one prepared statement.
 
 Admission of a first, already-authorized attempt is ``arvis_admit`` and the
-journal transaction is ``arvis_journal_execution`` (migrations/sql): each is one
-round trip and one commit, so a governed call costs the two commits of
-DESIGN §2 and little else. Anything unusual answers without writing and the
+journal transaction is ``arvis_journal_append`` asked to settle the attempt
+(migrations/sql): each is one round trip and one commit, so a governed call
+costs the two commits of DESIGN §2 and little else. Anything unusual answers without writing and the
 lifecycle takes its general path. Connections come from a psycopg pool in
 autocommit mode: a single statement is its own transaction.
 """
@@ -31,8 +31,8 @@ _ADMIT = (
     "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
 _JOURNAL = (
-    "SELECT out_position, out_prev_hash, out_entry_hash FROM arvis_journal_execution("
-    "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    "SELECT out_position, out_prev_hash, out_entry_hash FROM arvis_journal_append("
+    "%s, %s, 'execution', %s, %s, %s, %s, %s, %s, %s, true, %s, %s)"
 )
 
 
