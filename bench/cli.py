@@ -7,7 +7,6 @@ import asyncio
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 import traceback
@@ -18,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from arvis.store.migrate import upgrade
-from bench.floor import measure_floor
 from bench.growth import measure_growth
 from bench.httpbench import measure_http
-from bench.kernel import measure_kernel
+from bench.peer_dbos import DbosPeer, PeerUnavailable
 from bench.pg import Server, choose_server
 from bench.profile import profile_kernel, round_trips
 from bench.report import render
+from bench.sidebyside import measure_side_by_side
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -41,10 +40,13 @@ class Sizes:
     growth: tuple[int, ...]
     growth_samples: int
     replay_entries: int
+    rounds: int  # side-by-side blocks per figure (bench/sidebyside.py)
 
 
-FULL = Sizes(2000, 2000, 500, 1000, 4000, 500, 100_000, (0, 100_000, 1_000_000), 300, 10_000)
-QUICK = Sizes(200, 200, 100, 100, 400, 30, 1000, (0, 10_000, 100_000), 60, 10_000)
+FULL = Sizes(
+    2000, 2000, 500, 1000, 4000, 500, 100_000, (0, 100_000, 1_000_000), 300, 10_000, rounds=10
+)
+QUICK = Sizes(200, 200, 100, 100, 400, 30, 1000, (0, 10_000, 100_000), 60, 10_000, rounds=4)
 
 
 def main() -> None:
@@ -65,10 +67,13 @@ def main() -> None:
         sys.exit(1)
 
 
-FIGURES = ("floor", "kernel", "roundtrips", "profile", "peer", "http", "growth")
+FIGURES = ("sidebyside", "roundtrips", "profile", "http", "growth")
+# The names of the separate figures 1-3, which now run together, still select them.
+ALIASES = {"floor": "sidebyside", "kernel": "sidebyside", "peer": "sidebyside"}
 
 
 def run(sizes: Sizes, mode: str, only: set[str]) -> dict[str, Any]:
+    only = {ALIASES.get(name, name) for name in only}
     server = choose_server()
     results: dict[str, Any] = {
         "mode": mode,
@@ -77,26 +82,44 @@ def run(sizes: Sizes, mode: str, only: set[str]) -> dict[str, Any]:
         "sizes": asdict(sizes),
         "failures": {},
     }
+    peer: DbosPeer | None = None
     try:
         results["postgres"] = server.info()
         url = server.create_database("main")
         upgrade(url)
+        if only & {"sidebyside", "http"}:
+            try:
+                peer = DbosPeer(server.create_database("dbos"))
+            except PeerUnavailable as exc:
+                results["peer"] = {"available": False, "why": str(exc)}
         steps: dict[str, Callable[[], Any]] = {
-            "floor": lambda: measure_floor(url, sizes.floor_pairs),
-            "kernel": lambda: asyncio.run(
-                measure_kernel(url, sizes.kernel_syscalls, warmup=min(200, sizes.kernel_syscalls))
+            "sidebyside": lambda: asyncio.run(
+                measure_side_by_side(
+                    url,
+                    peer,
+                    rounds=sizes.rounds,
+                    floor_pairs=sizes.floor_pairs,
+                    kernel_syscalls=sizes.kernel_syscalls,
+                    dbos_workflows=sizes.dbos_sequential,
+                    warmup=min(200, sizes.kernel_syscalls),
+                )
             ),
             "roundtrips": lambda: asyncio.run(round_trips(url)),
             "profile": lambda: asyncio.run(profile_kernel(url, sizes.profile_syscalls, RESULTS)),
-            "peer": lambda: _dbos(server, sizes),
-            "http": lambda: _http(server, sizes),
+            "http": lambda: _http(server, sizes, peer),
             "growth": lambda: _growth(server, sizes),
         }
         for name in FIGURES:
             if name in only:
                 _step(results, name, steps[name])
+        if peer is not None and "http" not in only:
+            _step(results, "peer_threaded", lambda: _threaded(peer, sizes))
     finally:
+        if peer is not None:
+            results["peer"] = _peer(results, peer)
+            peer.close()
         server.close()
+    _unfold(results)
     results["ratios"] = _ratios(results)
     return results
 
@@ -112,42 +135,49 @@ def _step(results: dict[str, Any], name: str, measure: Callable[[], Any]) -> Non
     print(f"[bench] {name} {time.perf_counter() - start:.1f}s", file=sys.stderr, flush=True)
 
 
-def _dbos(server: Server, sizes: Sizes) -> dict[str, Any]:
-    try:
-        import dbos  # noqa: F401
-    except ImportError:
-        return {
-            "available": False,
-            "why": "the dbos package is not installed (pip install .[bench])",
-        }
-    system_url = server.create_database("dbos")
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench.peer_dbos",
-            system_url,
-            str(sizes.dbos_sequential),
-            str(sizes.dbos_threaded),
-            "8",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        check=False,
-        cwd=RESULTS.parent.parent,
-        env={**os.environ, "PYTHONPATH": str(RESULTS.parent.parent)},
+def _threaded(peer: DbosPeer, sizes: Sizes, threads: int = 8) -> dict[str, Any]:
+    elapsed = peer.threaded(sizes.dbos_threaded, threads)
+    return {
+        "threads": threads,
+        "threaded_workflows": sizes.dbos_threaded,
+        "throughput_per_s": round(sizes.dbos_threaded / elapsed, 1),
+        "rounds": 1,
+    }
+
+
+def _peer(results: dict[str, Any], peer: DbosPeer) -> dict[str, Any]:
+    """Figure 3 from its parts: sequential blocks (side by side with the kernel) and
+    threaded blocks (side by side with HTTP at the highest concurrency)."""
+    sequential = (results.get("sidebyside") or {}).get("peer_sequential")
+    threaded = (results.get("http") or {}).pop("peer_threaded", None) or results.pop(
+        "peer_threaded", None
     )
-    if done.returncode != 0:
-        return {"available": False, "why": f"DBOS did not run here: {done.stderr[-600:]}"}
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    if sequential is None and threaded is None:
+        return {"available": False, "why": "its figures failed (see failures)"}
+    return {"available": True, "version": peer.version, **(sequential or {}), **(threaded or {})}
 
 
-def _http(server: Server, sizes: Sizes) -> dict[str, Any]:
+def _unfold(results: dict[str, Any]) -> None:
+    """Figures 1 and 2 under their own names, as the report and the JSON show them."""
+    side = results.pop("sidebyside", None)
+    if side:
+        results["floor"] = side["floor"]
+        results["kernel"] = side["kernel"]
+        results["side_by_side"] = side["side_by_side"]
+
+
+def _http(server: Server, sizes: Sizes, peer: DbosPeer | None) -> dict[str, Any]:
     url = server.create_database("http")
     upgrade(url)
-    return measure_http(url, (1, 8, 32), sizes.http_requests, sizes.memory_syscalls)
+    return measure_http(
+        url,
+        (1, 8, 32),
+        sizes.http_requests,
+        sizes.memory_syscalls,
+        peer=peer,
+        rounds=sizes.rounds,
+        dbos_workflows=sizes.dbos_threaded,
+    )
 
 
 def _growth(server: Server, sizes: Sizes) -> dict[str, Any]:
@@ -175,10 +205,12 @@ def _ratios(r: dict[str, Any]) -> dict[str, Any]:
     growth = get("growth", "points") or []
     return {
         "kernel_p50_over_floor_p50": div(kernel_p50, get("floor", "pair", "p50_ms")),
+        "median_round_kernel_over_floor": get("side_by_side", "median_round_kernel_over_floor"),
         "kernel_p50_over_autocommit_floor_p50": div(
             kernel_p50, get("floor", "pair_autocommit", "p50_ms")
         ),
         "dbos_p50_over_kernel_p50": div(get("peer", "sequential", "p50_ms"), kernel_p50),
+        "median_round_dbos_over_kernel": get("side_by_side", "median_round_dbos_over_kernel"),
         "kernel_seq_throughput_over_dbos_8_threads": div(
             get("kernel", "throughput_per_s"), get("peer", "throughput_per_s")
         ),

@@ -19,6 +19,8 @@ import httpx
 import psycopg
 
 from arvis.store.engine import libpq_url
+from bench.peer_dbos import DbosPeer
+from bench.stats import summary_ms
 
 ARVIS = Path(sys.executable).with_name("arvis")
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,7 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def vacuuming(url: str, every_s: float = 5.0) -> Iterator[None]:
     """Stand in for autovacuum when the server has it off (this machine's PostgreSQL 15
     does): every settle leaves a dead intent, and a long run without vacuum measures
-    table bloat rather than ARVIS. A no-op when autovacuum is on."""
+    table bloat rather than ARVIS. Like the daemon it also analyzes. A no-op when
+    autovacuum is on."""
     with psycopg.connect(libpq_url(url), autocommit=True) as conn:
         row = conn.execute("SHOW autovacuum").fetchone()
     if row is not None and row[0] == "on":
@@ -40,7 +43,7 @@ def vacuuming(url: str, every_s: float = 5.0) -> Iterator[None]:
         with psycopg.connect(libpq_url(url), autocommit=True) as conn:
             while not stop.wait(every_s):
                 for table in ("intents", "capabilities", "actions", "runs", "journal_entries"):
-                    conn.execute(f"VACUUM {table}")
+                    conn.execute(f"VACUUM (ANALYZE) {table}")
 
     worker = threading.Thread(target=loop, daemon=True)
     worker.start()
@@ -56,18 +59,39 @@ class HttpUnavailable(RuntimeError):
 
 
 def measure_http(
-    url: str, concurrencies: tuple[int, ...], requests: int, memory_syscalls: int
+    url: str,
+    concurrencies: tuple[int, ...],
+    requests: int,
+    memory_syscalls: int,
+    *,
+    peer: DbosPeer | None = None,
+    rounds: int = 1,
+    dbos_workflows: int = 0,
+    threads: int = 8,
 ) -> dict[str, Any]:
+    """Load at each concurrency; the highest one runs in ``rounds`` blocks, each
+    followed by a block of DBOS on ``threads`` threads, so the two throughputs
+    are measured side by side (bench/sidebyside.py says why)."""
     env = {**os.environ, "ARVIS_DATABASE_URL": url, "ARVIS_LOG_LEVEL": "WARNING"}
     env["ARVIS_DATA_DIR"] = tempfile.mkdtemp(prefix="arvis-bench-data-")
     token, key_source = create_agent_key(env)
+    *lower, top = concurrencies
+    dbos_elapsed = 0.0
     with serve(env) as (base, server), vacuuming(url):
         run_load(base, token, 8, 400, "warm")
         rss_warm = worker_rss(server.pid)
-        load = [run_load(base, token, c, requests * max(1, c // 4), f"c{c}") for c in concurrencies]
+        load = [run_load(base, token, c, requests * max(1, c // 4), f"c{c}") for c in lower]
+        blocks = []
+        for block in range(rounds):
+            # at least ten requests per agent, so a block is not mostly connecting
+            per_block = max(requests * max(1, top // 4) // rounds, top * 10)
+            blocks.append(run_load(base, token, top, per_block, f"c{top}-b{block}", samples=True))
+            if peer is not None and dbos_workflows:
+                dbos_elapsed += peer.threaded(dbos_workflows // rounds, threads)
+        load.append(_pooled(blocks))
         mem_run = run_load(base, token, 32, memory_syscalls, "mem") if memory_syscalls else None
         rss_after = worker_rss(server.pid)
-    return {
+    result: dict[str, Any] = {
         "key_created_by": key_source,
         "workers": 2,
         "load": load,
@@ -77,6 +101,30 @@ def measure_http(
             "worker_rss_mib_after_warmup": rss_warm,
             "worker_rss_mib_after_syscalls": rss_after,
         },
+    }
+    if dbos_elapsed:
+        result["peer_threaded"] = {
+            "threads": threads,
+            "threaded_workflows": dbos_workflows // rounds * rounds,
+            "throughput_per_s": round(dbos_workflows // rounds * rounds / dbos_elapsed, 1),
+            "rounds": rounds,
+        }
+    return result
+
+
+def _pooled(blocks: list[dict[str, Any]]) -> dict[str, Any]:
+    """One figure from blocks of the same load: throughput over their summed time."""
+    latencies = [x for b in blocks for x in b.pop("latencies_s")]
+    elapsed = sum(b["elapsed_s"] for b in blocks)
+    return {
+        "concurrency": blocks[0]["concurrency"],
+        "requests": len(latencies),
+        "elapsed_s": elapsed,
+        "throughput_per_s": round(len(latencies) / elapsed, 1),
+        "latency": summary_ms(latencies),
+        "errors": sum(b["errors"] for b in blocks),
+        "error_samples": [e for b in blocks for e in b["error_samples"]][:3],
+        "blocks_throughput_per_s": [b["throughput_per_s"] for b in blocks],
     }
 
 
@@ -130,10 +178,14 @@ def serve(env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
         log.close()
 
 
-def run_load(base: str, token: str, concurrency: int, requests: int, tag: str) -> dict[str, Any]:
+def run_load(
+    base: str, token: str, concurrency: int, requests: int, tag: str, *, samples: bool = False
+) -> dict[str, Any]:
     """The load client in its own process, so its CPU is not the server's."""
+    command = [sys.executable, "-m", "bench.loadgen", base, token, str(concurrency)]
+    command += [str(requests), tag] + (["--samples"] if samples else [])
     done = subprocess.run(
-        [sys.executable, "-m", "bench.loadgen", base, token, str(concurrency), str(requests), tag],
+        command,
         capture_output=True,
         text=True,
         timeout=3600,

@@ -8,7 +8,6 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
 
 from arvis.bootstrap import Lifecycle, compose_lifecycle
 from arvis.domain.identity import Identity
@@ -16,7 +15,6 @@ from arvis.domain.ids import PrincipalId, TenantId
 from arvis.lifecycle.results import Syscall
 from arvis.store.database import PgStore
 from arvis.tools.builtins import builtin_tools
-from bench.stats import summary_ms
 
 TENANT = "bench"
 IDENTITY = Identity(
@@ -76,24 +74,3 @@ async def open_kernel(url: str, prefix: str) -> AsyncIterator[Kernel]:
     finally:
         await lifecycle.handler.drain()
         await store.close()
-
-
-async def measure_kernel(url: str, count: int, warmup: int) -> dict[str, Any]:
-    """Sequential p50/p99 and client CPU per syscall."""
-    from bench.httpbench import vacuuming
-
-    with vacuuming(url):
-        return await _measure(url, count, warmup)
-
-
-async def _measure(url: str, count: int, warmup: int) -> dict[str, Any]:
-    async with open_kernel(url, "kernel") as kernel:
-        await kernel.timed(warmup)
-        cpu0, wall0 = time.process_time(), time.perf_counter()
-        samples = await kernel.timed(count)
-        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-    return {
-        "syscall": summary_ms(samples),
-        "throughput_per_s": round(count / wall, 1),
-        "client_cpu_ms_per_syscall": round(cpu / count * 1000, 4),
-    }

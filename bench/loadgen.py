@@ -64,7 +64,9 @@ class Connection:
         return status, payload
 
 
-async def load(base: str, token: str, concurrency: int, requests: int, tag: str) -> dict[str, Any]:
+async def load(
+    base: str, token: str, concurrency: int, requests: int, tag: str, samples: bool = False
+) -> dict[str, Any]:
     latencies: list[float] = []
     errors: list[str] = []
     per_worker = max(1, requests // concurrency)
@@ -97,14 +99,18 @@ async def load(base: str, token: str, concurrency: int, requests: int, tag: str)
     started = time.perf_counter()
     await asyncio.gather(*(agent(w) for w in range(concurrency)))
     elapsed = time.perf_counter() - started
-    return {
+    result = {
         "concurrency": concurrency,
         "requests": len(latencies),
+        "elapsed_s": elapsed,
         "throughput_per_s": round(len(latencies) / elapsed, 1),
         "latency": summary_ms(latencies),
         "errors": len(errors),
         "error_samples": errors[:3],
     }
+    if samples:  # for pooling blocks of one figure (bench/httpbench.py)
+        result["latencies_s"] = [round(x, 6) for x in latencies]
+    return result
 
 
 if __name__ == "__main__":
@@ -115,4 +121,4 @@ if __name__ == "__main__":
         int(sys.argv[4]),
         sys.argv[5],
     )
-    print(json.dumps(asyncio.run(load(base, token, c, n, tag))))
+    print(json.dumps(asyncio.run(load(base, token, c, n, tag, "--samples" in sys.argv[6:]))))

@@ -1,22 +1,98 @@
 """Figure 3: DBOS Transact, a workflow with one no-op step, on the same server.
 
-Runs in its own process (``python -m bench.peer_dbos SYSTEM_DB_URL SEQ TOTAL THREADS``)
-because DBOS is a process-wide singleton with its own threads; prints one JSON
-object. The system database is a fresh database of the bench run.
+DBOS is a process-wide singleton with its own threads, so it runs in its own
+process (``python -m bench.peer_dbos SYSTEM_DB_URL``), launched once and driven
+over stdin/stdout one JSON line at a time, so its blocks can alternate with
+ARVIS's in one run (bench/sidebyside.py):
+
+    {"sequential": N}            -> {"samples": [seconds, ...], "cpu_s": ...}
+    {"threaded": N, "threads": T} -> {"elapsed_s": ...}
+    {"quit": true}
+
+It first answers ``{"ready": true, "version": ...}`` after launch and warm-up.
+The system database is a fresh database of the bench run.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
-from bench.stats import summary_ms
+ROOT = Path(__file__).resolve().parent.parent
 
 
-def run(system_url: str, sequential: int, total: int, threads: int) -> dict[str, Any]:
+class PeerUnavailable(RuntimeError):
+    """DBOS is not installed or did not start; the figure says NOT RUN with this text."""
+
+
+class DbosPeer:
+    """The parent's handle on the DBOS process."""
+
+    def __init__(self, system_url: str) -> None:
+        try:
+            import dbos  # noqa: F401
+        except ImportError:
+            raise PeerUnavailable(
+                "the dbos package is not installed (pip install .[bench])"
+            ) from None
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "bench.peer_dbos", system_url],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        hello = self._read()
+        self.version = hello.get("version")
+
+    def sequential(self, count: int) -> tuple[list[float], float]:
+        """``count`` workflows one after another: per-workflow seconds and CPU seconds."""
+        answer = self._ask({"sequential": count})
+        return answer["samples"], answer["cpu_s"]
+
+    def threaded(self, count: int, threads: int) -> float:
+        """Seconds for ``count`` workflows on ``threads`` threads."""
+        return float(self._ask({"threaded": count, "threads": threads})["elapsed_s"])
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            try:
+                self._send({"quit": True})
+                self.process.wait(timeout=30)
+            except (OSError, subprocess.TimeoutExpired):
+                self.process.kill()
+                self.process.wait()
+
+    def _ask(self, command: dict[str, Any]) -> dict[str, Any]:
+        self._send(command)
+        return self._read()
+
+    def _send(self, command: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(command) + "\n")
+        self.process.stdin.flush()
+
+    def _read(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            assert self.process.stderr is not None
+            self.process.wait(timeout=30)
+            raise PeerUnavailable(f"DBOS did not run here: {self.process.stderr.read()[-600:]}")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+
+def serve(system_url: str) -> None:
+    """The DBOS process: launch, warm up, then answer commands until quit."""
     from dbos import DBOS
 
     DBOS(
@@ -38,36 +114,41 @@ def run(system_url: str, sequential: int, total: int, threads: int) -> dict[str,
         return i
 
     DBOS.launch()
+    counter = 0
     try:
-        for i in range(50):
-            one_step(i)
-        samples = []
-        cpu0 = time.process_time()
-        for i in range(sequential):
-            start = time.perf_counter()
-            one_step(i)
-            samples.append(time.perf_counter() - start)
-        cpu = time.process_time() - cpu0
-        with ThreadPoolExecutor(threads) as pool:
-            start = time.perf_counter()
-            list(pool.map(one_step, range(total)))
-            elapsed = time.perf_counter() - start
+        for _ in range(50):
+            one_step(counter)
+            counter += 1
+        _answer({"ready": True, "version": _version()})
+        for line in sys.stdin:
+            command = json.loads(line)
+            if command.get("quit"):
+                break
+            if "sequential" in command:
+                samples = []
+                cpu0 = time.process_time()
+                for _ in range(command["sequential"]):
+                    start = time.perf_counter()
+                    one_step(counter)
+                    samples.append(time.perf_counter() - start)
+                    counter += 1
+                _answer({"samples": samples, "cpu_s": time.process_time() - cpu0})
+            elif "threaded" in command:
+                first, counter = counter, counter + command["threaded"]
+                with ThreadPoolExecutor(command["threads"]) as pool:
+                    start = time.perf_counter()
+                    list(pool.map(one_step, range(first, counter)))
+                    _answer({"elapsed_s": time.perf_counter() - start})
     finally:
         DBOS.destroy()
-    import dbos
-
-    return {
-        "available": True,
-        "version": getattr(dbos, "__version__", None) or _dist_version(),
-        "sequential": summary_ms(samples),
-        "client_cpu_ms_per_workflow": round(cpu / sequential * 1000, 4),
-        "threads": threads,
-        "threaded_workflows": total,
-        "throughput_per_s": round(total / elapsed, 1),
-    }
 
 
-def _dist_version() -> str | None:
+def _answer(payload: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(payload) + "\n")
+    sys.stdout.flush()
+
+
+def _version() -> str | None:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -77,5 +158,4 @@ def _dist_version() -> str | None:
 
 
 if __name__ == "__main__":
-    url, seq, total, threads = sys.argv[1], *map(int, sys.argv[2:5])
-    print(json.dumps(run(url, seq, total, threads)))
+    serve(sys.argv[1])

@@ -19,6 +19,8 @@ def render(r: dict[str, Any]) -> str:
     if k := r.get("kernel"):
         add("2 kernel: tool.execute echo", _lat(k["syscall"]), f"{k['throughput_per_s']}/s seq")
         add("2 kernel client CPU", f"{k['client_cpu_ms_per_syscall']:.2f} ms/syscall")
+    if side := r.get("side_by_side"):
+        add("1-3 rounds, side by side", str(len(side["rounds"])), _spread(side["rounds"]))
     if t := r.get("roundtrips"):
         add("2 round trips / syscall", f"{t['round_trips_per_syscall']}", "wire, PQtrace")
     if p := r.get("peer"):
@@ -56,6 +58,16 @@ def render(r: dict[str, Any]) -> str:
     width = [max(len(row[i]) for row in rows) for i in range(3)]
     lines = [" | ".join(cell.ljust(width[i]) for i, cell in enumerate(row)) for row in rows]
     return "\n".join(lines)
+
+
+def _spread(rounds: list[dict[str, Any]]) -> str:
+    """Each round's own ratios, lowest to highest."""
+    parts = []
+    for key, label in (("kernel_over_floor", "kernel/floor"), ("dbos_over_kernel", "DBOS/kernel")):
+        values = sorted(v for r in rounds if (v := r.get(key)) is not None)
+        if values:
+            parts.append(f"{label} {values[0]:.2f}-{values[-1]:.2f}")
+    return ", ".join(parts)
 
 
 def _lat(s: dict[str, Any]) -> str:
