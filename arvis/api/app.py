@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from arvis import __version__
+from arvis.api.fastlane import SyscallFastLane
 from arvis.api.logs import configure_json_logging
 from arvis.api.metrics import ApiMetrics
 from arvis.api.middleware import AccessLog, BodyGuard, Deadline
@@ -24,11 +25,13 @@ def create_app(
     *,
     max_body_bytes: int | None = None,
     request_timeout_s: float | None = None,
+    fast_lane: bool = True,
 ) -> FastAPI:
     """Build the app; the kernel is wired at start-up and closed at shutdown.
 
     ``max_body_bytes`` and ``request_timeout_s`` default to ``ARVIS_MAX_BODY_BYTES``
-    and ``ARVIS_REQUEST_TIMEOUT_S``.
+    and ``ARVIS_REQUEST_TIMEOUT_S``. ``fast_lane=False`` leaves every syscall to
+    the FastAPI route (arvis.api.fastlane; the tests compare the two).
     """
     factory = kernel_factory or build_kernel
     if max_body_bytes is None or request_timeout_s is None:
@@ -58,8 +61,11 @@ def create_app(
     install_problem_handlers(app)
     for module in (syscalls, runs, confirmations, system):
         app.include_router(module.router)
-    # Added innermost first, so the order is: access log, deadline, body guard. The
-    # access log sees every answer; the deadline covers a slow body as well.
+    # Added innermost first, so the order is: access log, deadline, body guard, the
+    # syscall fast lane. The access log sees every answer; the deadline covers a
+    # slow body as well; the fast lane only ever sees bounded JSON bodies.
+    if fast_lane:
+        app.add_middleware(SyscallFastLane)
     app.add_middleware(BodyGuard, max_body_bytes=max_body_bytes)
     app.add_middleware(Deadline, timeout_s=request_timeout_s)
     app.add_middleware(

@@ -7,8 +7,8 @@ is the only tenant the request can touch.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Annotated
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -49,12 +49,19 @@ async def current_identity(
     kernel: KernelDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Identity:
-    """The identity of the request's API key, or 401 ``unauthenticated``.
+    """The identity of the request's API key, or 401 ``unauthenticated``."""
+    identity = await authenticate(kernel, credentials.credentials if credentials else None)
+    log_fields(request)["key"] = identity.key_id or ""
+    return identity
+
+
+async def authenticate(kernel: Kernel, token: str | None) -> Identity:
+    """The identity of a bearer token, or :class:`Unauthenticated`.
 
     Every failure answers the same way, so a caller cannot tell an unknown key
     from a wrong secret or a revoked key.
     """
-    presented = parse_token(credentials.credentials) if credentials is not None else None
+    presented = parse_token(token) if token is not None else None
     if presented is None:
         raise Unauthenticated("a valid API key is required: Authorization: Bearer arvis_…")
     record = await kernel.keys.get(presented.key_id)
@@ -63,7 +70,6 @@ async def current_identity(
     matches = secret_matches(presented.secret, stored_hash)
     if record is None or record.revoked or not matches:
         raise Unauthenticated("a valid API key is required: Authorization: Bearer arvis_…")
-    log_fields(request)["key"] = record.key_id
     return Identity(
         tenant_id=TenantId(record.tenant_id),
         principal_id=PrincipalId(record.principal),
@@ -75,7 +81,11 @@ async def current_identity(
 
 def log_fields(request: Request) -> dict[str, str]:
     """The fields the access log adds to this request's line (see ``arvis.api.logs``)."""
-    state = request.scope.setdefault("state", {})
+    return scope_log_fields(request.scope)
+
+
+def scope_log_fields(scope: MutableMapping[str, Any]) -> dict[str, str]:
+    state = scope.setdefault("state", {})
     fields: dict[str, str] = state.setdefault("log_fields", {})
     return fields
 

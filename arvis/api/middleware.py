@@ -74,7 +74,7 @@ class BodyGuard:
                 scope, receive, send
             )
             return
-        await self.app(scope, _replay(bytes(body), receive), send)
+        await self.app(scope, replay(bytes(body), receive), send)
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
         response = problem(
@@ -114,7 +114,8 @@ def _repeats_a_name(body: bytes) -> bool:
     return False
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
+def replay(body: bytes, receive: Receive) -> Receive:
+    """A receive that answers ``body`` first, then whatever the client sends next."""
     sent = False
 
     async def replayed() -> Message:

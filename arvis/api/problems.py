@@ -92,6 +92,18 @@ def problem_for(error: ArvisError) -> JSONResponse:
     return problem(error.code, error.message)
 
 
+def error_response(exc: Exception) -> JSONResponse:
+    """The answer to an error raised while serving: its problem when it is a mapped
+    ArvisError, else a logged 500 that says nothing of the cause."""
+    if isinstance(exc, ArvisError):
+        if exc.code in STATUS_BY_CODE:
+            return problem_for(exc)
+        log.error("unmapped error %s reached the API: %s", exc.code, exc.message)
+    else:
+        log.error("unexpected error while serving a request", exc_info=exc)
+    return problem("internal_error", "the request could not be completed")
+
+
 class Problem(BaseModel):
     """An RFC 9457 problem, as every error of the API answers it."""
 
@@ -134,12 +146,8 @@ def _validation_errors(exc: RequestValidationError) -> list[dict[str, str]]:
 def install_problem_handlers(app: FastAPI) -> None:
     """Make every error, expected or not, an ``application/problem+json`` answer."""
 
-    async def on_arvis_error(_: Request, exc: Exception) -> Response:
-        assert isinstance(exc, ArvisError)
-        if exc.code not in STATUS_BY_CODE:
-            log.error("unmapped error %s reached the API: %s", exc.code, exc.message)
-            return problem("internal_error", "the request could not be completed")
-        return problem_for(exc)
+    async def on_error(_: Request, exc: Exception) -> Response:
+        return error_response(exc)
 
     async def on_validation_error(_: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
@@ -158,14 +166,10 @@ def install_problem_handlers(app: FastAPI) -> None:
             response.headers.update(exc.headers)
         return response
 
-    async def on_unexpected(_: Request, exc: Exception) -> Response:
-        log.exception("unexpected error while serving a request")
-        return problem("internal_error", "the request could not be completed")
-
-    app.add_exception_handler(ArvisError, on_arvis_error)
+    app.add_exception_handler(ArvisError, on_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)
     app.add_exception_handler(StarletteHTTPException, on_http_error)
-    app.add_exception_handler(Exception, on_unexpected)
+    app.add_exception_handler(Exception, on_error)
 
 
 def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:

@@ -85,12 +85,14 @@ def app_settings(database_url: str, data_dir: Path, **overrides: Any) -> Setting
 
 @asynccontextmanager
 async def serve_api(
-    database_url: str, data_dir: Path, *, max_body_bytes: int = 64 * 1024
+    database_url: str, data_dir: Path, *, max_body_bytes: int = 64 * 1024, fast_lane: bool = True
 ) -> AsyncIterator[Api]:
     """The app with its lifespan running, and an ``httpx`` client speaking ASGI to it."""
     settings = app_settings(database_url, data_dir, max_body_bytes=max_body_bytes)
     tokens = await mint_keys(database_url)
-    app = create_app(lambda: build_kernel(settings), max_body_bytes=max_body_bytes)
+    app = create_app(
+        lambda: build_kernel(settings), max_body_bytes=max_body_bytes, fast_lane=fast_lane
+    )
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://arvis.test") as client:

@@ -9,7 +9,9 @@ from fastapi import APIRouter, Request, Response
 from arvis.api.identity import AgentIdentity, KernelDep, log_fields
 from arvis.api.metrics import ApiMetrics
 from arvis.api.problems import problem_responses
+from arvis.bootstrap import Kernel
 from arvis.domain.errors import ArvisError
+from arvis.domain.identity import Identity
 from arvis.lifecycle.results import Syscall, SyscallResult
 
 router = APIRouter(tags=["syscalls"])
@@ -34,10 +36,19 @@ async def post_syscall(
 
     200 for `executed`, `deduplicated` and `refused`; 202 for `confirmation_required`.
     """
-    fields = log_fields(request)
+    return await execute(syscall, identity, kernel, request.app.state.metrics, log_fields(request))
+
+
+async def execute(
+    syscall: Syscall,
+    identity: Identity,
+    kernel: Kernel,
+    metrics: ApiMetrics,
+    fields: dict[str, str],
+) -> Response:
+    """The route's work, shared with its fast lane (arvis.api.fastlane)."""
     fields["run_id"] = syscall.run_id
     fields["causal_id"] = syscall.causal_id
-    metrics: ApiMetrics = request.app.state.metrics
     started = time.perf_counter()
     try:
         result = await kernel.lifecycle.handler.handle(syscall, identity)
