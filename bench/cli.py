@@ -164,6 +164,7 @@ def _unfold(results: dict[str, Any]) -> None:
         results["floor"] = side["floor"]
         results["kernel"] = side["kernel"]
         results["side_by_side"] = side["side_by_side"]
+        results["statements"] = side["statements"]
 
 
 def _http(server: Server, sizes: Sizes, peer: DbosPeer | None) -> dict[str, Any]:
@@ -206,6 +207,9 @@ def _ratios(r: dict[str, Any]) -> dict[str, Any]:
     return {
         "kernel_p50_over_floor_p50": div(kernel_p50, get("floor", "pair", "p50_ms")),
         "median_round_kernel_over_floor": get("side_by_side", "median_round_kernel_over_floor"),
+        "statements_p50_over_floor_p50": div(
+            get("statements", "pair", "p50_ms"), get("floor", "pair", "p50_ms")
+        ),
         "kernel_p50_over_autocommit_floor_p50": div(
             kernel_p50, get("floor", "pair_autocommit", "p50_ms")
         ),

@@ -65,3 +65,82 @@ def floor_result(explicit: list[float], autocommit: list[float]) -> dict[str, An
         "round_trips_per_pair": Floor.ROUND_TRIPS["explicit"],
         "round_trips_per_pair_autocommit": Floor.ROUND_TRIPS["autocommit"],
     }
+
+
+class Statements:
+    """The kernel's two statements alone (``arvis_admit``, then the journal step),
+    from the same client and in the same shape as the floor: what PostgreSQL itself
+    spends on a governed call, with none of ARVIS's Python around it."""
+
+    PLAN = "b" * 64
+    CONTEXT = (
+        '{"auth_method":"api_key","causal_id":"c","instance_id":"i","key_id":"k_bench",'
+        '"plan_id":"' + "b" * 64 + '","principal_id":"bench","roles":["agent"],'
+        '"run_id":"r","tenant_id":"bench"}'
+    )
+    BODY = (
+        '{"artifact":{"boundary":"EFFECT_COMPLETED","output":{"n":1,"text":"hello"}},'
+        '"receipt":{"position":1,"store_fingerprint":"' + "f" * 64 + '"},"result":{"n":1}}'
+    )
+
+    def __init__(self, url: str) -> None:
+        from arvis.store.fastpath import _ADMIT, _JOURNAL
+
+        self._admit, self._journal = _ADMIT, _JOURNAL
+        self.conn = psycopg.connect(libpq_url(url), autocommit=True, prepare_threshold=0)
+        self.conn.execute(
+            "INSERT INTO tool_plans (plan_id, definitions) VALUES (%s, '[]')"
+            " ON CONFLICT DO NOTHING",
+            (self.PLAN,),
+        )
+        self._numbers = itertools.count()
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def pairs(self, count: int) -> list[float]:
+        samples: list[float] = []
+        digest = "d" * 64
+        for _ in range(count):
+            n = next(self._numbers)
+            run, key, intent = f"st-run-{n // 500}", f"{n:064x}", f"int_st_{n}"
+            start = time.perf_counter()
+            admitted = self.conn.execute(
+                self._admit,
+                (
+                    "bench",
+                    run,
+                    self.PLAN,
+                    f"c-{n}",
+                    key,
+                    "echo",
+                    digest,
+                    f"cap_st_{n}",
+                    "m",
+                    intent,
+                    '{"n":1,"text":"hello"}',
+                    digest,
+                    self.CONTEXT,
+                    "i",
+                ),
+            )
+            if (row := admitted.fetchone()) is None or row[0] != "admitted":
+                raise RuntimeError(f"arvis_admit answered {row}")
+            self.conn.execute(
+                self._journal,
+                (
+                    "bench",
+                    run,
+                    f"c-{n}",
+                    key,
+                    1,
+                    intent,
+                    "EFFECT_COMPLETED",
+                    self.BODY,
+                    "2026-11-30T12:00:00.000000+00:00",
+                    False,
+                    None,
+                ),
+            )
+            samples.append(time.perf_counter() - start)
+        return samples

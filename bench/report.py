@@ -16,6 +16,8 @@ def render(r: dict[str, Any]) -> str:
     if f := r.get("floor"):
         add("1 floor: 2x INSERT+COMMIT", _lat(f["pair"]), "BEGIN/INSERT/COMMIT x2, 6 round trips")
         add("1 floor: 2x autocommit INSERT", _lat(f["pair_autocommit"]), "2 round trips")
+    if st := r.get("statements"):
+        add("2 kernel's 2 statements alone", _lat(st["pair"]), "psycopg, no ARVIS Python")
     if k := r.get("kernel"):
         add("2 kernel: tool.execute echo", _lat(k["syscall"]), f"{k['throughput_per_s']}/s seq")
         add("2 kernel client CPU", f"{k['client_cpu_ms_per_syscall']:.2f} ms/syscall")

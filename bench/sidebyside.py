@@ -12,7 +12,7 @@ import statistics
 import time
 from typing import Any
 
-from bench.floor import Floor, floor_result
+from bench.floor import Floor, Statements, floor_result
 from bench.httpbench import vacuuming
 from bench.kernel import open_kernel
 from bench.peer_dbos import DbosPeer
@@ -32,17 +32,21 @@ async def measure_side_by_side(
     explicit: list[float] = []
     autocommit: list[float] = []
     kernel_samples: list[float] = []
+    statement_samples: list[float] = []
     dbos_samples: list[float] = []
     kernel_cpu = kernel_wall = dbos_cpu = 0.0
     per_round: list[dict[str, float | None]] = []
+    statements = Statements(url)
     with vacuuming(url), Floor(url) as floor:
         async with open_kernel(url, "kernel") as kernel:
             floor.pairs("explicit", 50)
             floor.pairs("autocommit", 50)
+            statements.pairs(50)
             await kernel.timed(warmup)
             for _ in range(rounds):
                 block_explicit = floor.pairs("explicit", floor_pairs // rounds)
                 autocommit += floor.pairs("autocommit", floor_pairs // rounds)
+                statement_samples += statements.pairs(kernel_syscalls // rounds)
                 cpu0, wall0 = time.process_time(), time.perf_counter()
                 block_kernel = await kernel.timed(kernel_syscalls // rounds)
                 kernel_cpu += time.process_time() - cpu0
@@ -55,12 +59,17 @@ async def measure_side_by_side(
                 kernel_samples += block_kernel
                 dbos_samples += block_dbos
                 per_round.append(_round_ratios(block_explicit, block_kernel, block_dbos))
+    statements.close()
     result: dict[str, Any] = {
         "floor": floor_result(explicit, autocommit),
         "kernel": {
             "syscall": summary_ms(kernel_samples),
             "throughput_per_s": round(len(kernel_samples) / kernel_wall, 1),
             "client_cpu_ms_per_syscall": round(kernel_cpu / len(kernel_samples) * 1000, 4),
+        },
+        "statements": {
+            "pair": summary_ms(statement_samples),
+            "what": "arvis_admit + the journal step from psycopg, no ARVIS Python",
         },
         "side_by_side": {
             "rounds": per_round,
