@@ -44,9 +44,9 @@ class Sizes:
 
 
 FULL = Sizes(
-    2000, 2000, 500, 1000, 4000, 500, 100_000, (0, 100_000, 1_000_000), 300, 10_000, rounds=10
+    2000, 2000, 500, 1000, 4000, 500, 100_000, (0, 100_000, 1_000_000), 600, 10_000, rounds=10
 )
-QUICK = Sizes(200, 200, 100, 100, 400, 30, 1000, (0, 10_000, 100_000), 60, 10_000, rounds=4)
+QUICK = Sizes(200, 200, 100, 100, 400, 30, 1000, (0, 10_000, 100_000), 80, 10_000, rounds=4)
 
 
 def main() -> None:
@@ -182,10 +182,11 @@ def _http(server: Server, sizes: Sizes, peer: DbosPeer | None) -> dict[str, Any]
 
 
 def _growth(server: Server, sizes: Sizes) -> dict[str, Any]:
-    url = server.create_database("growth")
-    upgrade(url)
+    urls = {size: server.create_database(f"growth{size}") for size in sizes.growth}
+    for url in urls.values():
+        upgrade(url)
     return asyncio.run(
-        measure_growth(url, sizes.growth, sizes.growth_samples, sizes.replay_entries)
+        measure_growth(urls, sizes.growth_samples, sizes.replay_entries, sizes.rounds)
     )
 
 
