@@ -303,7 +303,8 @@ class PgIntentRepository(SqlRepository):
         return (
             await self._count(
                 "UPDATE intents SET settled = true, settled_at = now(), boundary = :b "
-                "WHERE tenant_id = :t AND intent_id = :i AND NOT settled",
+                # settled_at IS NULL, not NOT settled: see migrations/sql/0003_functions.sql
+                "WHERE tenant_id = :t AND intent_id = :i AND settled_at IS NULL",
                 b=boundary.value,
                 t=tenant_id,
                 i=intent_id,

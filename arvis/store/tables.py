@@ -217,7 +217,9 @@ confirmations = Table(
     ForeignKeyConstraint(["tenant_id", "run_id"], ["runs.tenant_id", "runs.run_id"]),
     _tenant_check(),
     CheckConstraint(_in("state", CONFIRMATION_STATES), name="state_known"),
-    Index("ix_confirmations_state_tenant_id", "state", "tenant_id"),
+    Index(
+        "ix_confirmations_tenant_id_state_confirmation_id", "tenant_id", "state", "confirmation_id"
+    ),
 )
 
 journal_entries = Table(

@@ -52,8 +52,12 @@ BEGIN
         out_entry_hash := v_old.entry_hash;
     END IF;
     IF p_settle THEN
+        -- "settled_at IS NULL" means "NOT settled" (CHECK settled_has_time) but does
+        -- not match the partial index of unsettled intents: with statistics saying
+        -- almost none are unsettled, the planner would scan that index, dead entries
+        -- and all, instead of looking the intent up by its primary key.
         UPDATE intents SET settled = true, settled_at = now(), boundary = p_boundary
-         WHERE tenant_id = p_tenant AND intent_id = p_intent AND NOT settled;
+         WHERE tenant_id = p_tenant AND intent_id = p_intent AND settled_at IS NULL;
         UPDATE actions SET in_flight = false, last_boundary = p_boundary,
                last_retryable = p_retryable, last_position = out_position, updated_at = now()
          WHERE tenant_id = p_tenant AND idempotency_key = p_key AND attempts = p_attempt;

@@ -83,6 +83,10 @@ INDEXES = (
 )
 
 
+CONFIRMATIONS_INDEX = "ix_confirmations_tenant_id_state_confirmation_id"
+CONFIRMATIONS_COLUMNS = ["tenant_id", "state", "confirmation_id"]
+
+
 def upgrade() -> None:
     for table, old, _, new, columns in UNIQUE_CONSTRAINTS:
         op.drop_constraint(old, table, type_="unique")
@@ -90,12 +94,14 @@ def upgrade() -> None:
     for table, name, _, columns, unique, where in INDEXES:
         op.drop_index(name, table_name=table)
         op.create_index(name, table, columns, unique=unique, postgresql_where=sa.text(where))
+    # Listing a tenant's confirmations by state, in id order; with the id in the
+    # index, "this confirmation, if RESERVED" is an exact lookup here as well.
     op.drop_index("ix_confirmations_tenant_id_state", table_name="confirmations")
-    op.create_index("ix_confirmations_state_tenant_id", "confirmations", ["state", "tenant_id"])
+    op.create_index(CONFIRMATIONS_INDEX, "confirmations", CONFIRMATIONS_COLUMNS)
 
 
 def downgrade() -> None:
-    op.drop_index("ix_confirmations_state_tenant_id", table_name="confirmations")
+    op.drop_index(CONFIRMATIONS_INDEX, table_name="confirmations")
     op.create_index("ix_confirmations_tenant_id_state", "confirmations", ["tenant_id", "state"])
     for table, name, columns, _, unique, where in INDEXES:
         op.drop_index(name, table_name=table)
