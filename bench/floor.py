@@ -11,6 +11,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from arvis.store.engine import libpq_url
+from arvis.store.fastpath import ADMIT_SQL, JOURNAL_SQL
 
 DDL = "CREATE TABLE IF NOT EXISTS floor_rows (id bigserial PRIMARY KEY, body jsonb NOT NULL)"
 INSERT = "INSERT INTO floor_rows (body) VALUES (%s)"
@@ -84,9 +85,6 @@ class Statements:
     )
 
     def __init__(self, url: str) -> None:
-        from arvis.store.fastpath import _ADMIT, _JOURNAL
-
-        self._admit, self._journal = _ADMIT, _JOURNAL
         self.conn = psycopg.connect(libpq_url(url), autocommit=True, prepare_threshold=0)
         self.conn.execute(
             "INSERT INTO tool_plans (plan_id, definitions) VALUES (%s, '[]')"
@@ -106,7 +104,7 @@ class Statements:
             run, key, intent = f"st-run-{n // 500}", f"{n:064x}", f"int_st_{n}"
             start = time.perf_counter()
             admitted = self.conn.execute(
-                self._admit,
+                ADMIT_SQL,
                 (
                     "bench",
                     run,
@@ -127,7 +125,7 @@ class Statements:
             if (row := admitted.fetchone()) is None or row[0] != "admitted":
                 raise RuntimeError(f"arvis_admit answered {row}")
             self.conn.execute(
-                self._journal,
+                JOURNAL_SQL,
                 (
                     "bench",
                     run,
