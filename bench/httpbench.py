@@ -26,12 +26,25 @@ ARVIS = Path(sys.executable).with_name("arvis")
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# autovacuum's own default thresholds: a table is vacuumed past 50 + 20 % dead rows
+# and analyzed past 50 + 10 % changed rows (PostgreSQL 15's defaults).
+_DUE = """
+    SELECT relname,
+           n_dead_tup > 50 + 0.2 * greatest(n_live_tup, 0) AS vacuum,
+           n_mod_since_analyze > 50 + 0.1 * greatest(n_live_tup, 0) AS analyze
+      FROM pg_stat_user_tables
+     WHERE relname = ANY(%s)
+"""
+_LIFECYCLE = ["intents", "capabilities", "actions", "runs", "journal_entries", "confirmations"]
+
+
 @contextmanager
-def vacuuming(url: str, every_s: float = 5.0) -> Iterator[None]:
+def vacuuming(url: str, every_s: float = 1.0) -> Iterator[None]:
     """Stand in for autovacuum when the server has it off (this machine's PostgreSQL 15
     does): every settle leaves a dead intent, and a long run without vacuum measures
-    table bloat rather than ARVIS. Like the daemon it also analyzes. A no-op when
-    autovacuum is on."""
+    table bloat rather than ARVIS. Every ``every_s`` it vacuums and analyzes the
+    lifecycle tables that the daemon, at its default thresholds, would. A no-op
+    when autovacuum is on."""
     with psycopg.connect(libpq_url(url), autocommit=True) as conn:
         row = conn.execute("SHOW autovacuum").fetchone()
     if row is not None and row[0] == "on":
@@ -42,8 +55,11 @@ def vacuuming(url: str, every_s: float = 5.0) -> Iterator[None]:
     def loop() -> None:
         with psycopg.connect(libpq_url(url), autocommit=True) as conn:
             while not stop.wait(every_s):
-                for table in ("intents", "capabilities", "actions", "runs", "journal_entries"):
-                    conn.execute(f"VACUUM (ANALYZE) {table}")
+                for table, vacuum, analyze in conn.execute(_DUE, (_LIFECYCLE,)).fetchall():
+                    if vacuum:
+                        conn.execute(f"VACUUM {'(ANALYZE) ' if analyze else ''}{table}")
+                    elif analyze:
+                        conn.execute(f"ANALYZE {table}")
 
     worker = threading.Thread(target=loop, daemon=True)
     worker.start()
