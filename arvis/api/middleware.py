@@ -69,11 +69,18 @@ class BodyGuard:
                 scope, receive, send
             )
             return
-        if body and _repeats_a_name(bytes(body)):
-            await problem("malformed_body", "a JSON object in the body repeats a member name")(
-                scope, receive, send
-            )
-            return
+        if body:
+            try:
+                parsed = json.loads(bytes(body), object_pairs_hook=_unique_members)
+            except _RepeatedName:
+                await problem("malformed_body", "a JSON object in the body repeats a member name")(
+                    scope, receive, send
+                )
+                return
+            except (ValueError, RecursionError):
+                pass  # not JSON at all: the route answers malformed_body itself
+            else:
+                scope.setdefault("state", {})[PARSED_BODY] = parsed
         await self.app(scope, replay(bytes(body), receive), send)
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -85,8 +92,18 @@ class BodyGuard:
         await response(scope, receive, send)
 
 
+# Where the body guard leaves the body it parsed, for the syscall fast lane.
+PARSED_BODY = "arvis_parsed_body"
+
+
 class _RepeatedName(ValueError):
-    pass
+    """A JSON object repeats a member name.
+
+    Parsers disagree on which duplicate wins (ours keeps the last, others the
+    first), so a proxy, a policy engine and ARVIS could each see a different
+    decision in one body. RFC 8785 canonicalisation presumes I-JSON, which
+    forbids duplicates; the body guard refuses them.
+    """
 
 
 def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -94,24 +111,6 @@ def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     if len(members) != len(pairs):
         raise _RepeatedName
     return members
-
-
-def _repeats_a_name(body: bytes) -> bool:
-    """Whether the body is JSON with a repeated member name.
-
-    Parsers disagree on which duplicate wins (ours keeps the last, others the
-    first), so a proxy, a policy engine and ARVIS could each see a different
-    decision in one body. RFC 8785 canonicalisation presumes I-JSON, which
-    forbids duplicates; they are refused here. Bodies that are not JSON at all
-    are left to the route, which answers ``malformed_body`` itself.
-    """
-    try:
-        json.loads(body, object_pairs_hook=_unique_members)
-    except _RepeatedName:
-        return True
-    except (ValueError, RecursionError):
-        return False
-    return False
 
 
 def replay(body: bytes, receive: Receive) -> Receive:
