@@ -93,7 +93,12 @@ class Statements:
         )
         self._numbers = itertools.count()
 
-    def close(self) -> None:
+    def __enter__(self) -> Statements:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.conn.close()
 
     def pairs(self, count: int) -> list[float]:

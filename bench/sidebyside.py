@@ -36,8 +36,7 @@ async def measure_side_by_side(
     dbos_samples: list[float] = []
     kernel_cpu = kernel_wall = dbos_cpu = 0.0
     per_round: list[dict[str, float | None]] = []
-    statements = Statements(url)
-    with vacuuming(url), Floor(url) as floor:
+    with vacuuming(url), Floor(url) as floor, Statements(url) as statements:
         async with open_kernel(url, "kernel") as kernel:
             floor.pairs("explicit", 50)
             floor.pairs("autocommit", 50)
@@ -59,7 +58,6 @@ async def measure_side_by_side(
                 kernel_samples += block_kernel
                 dbos_samples += block_dbos
                 per_round.append(_round_ratios(block_explicit, block_kernel, block_dbos))
-    statements.close()
     result: dict[str, Any] = {
         "floor": floor_result(explicit, autocommit),
         "kernel": {
