@@ -118,7 +118,7 @@ async def record_attempt(
     attempt, and the consent, released only when the effect provably did not start.
 
     The general path's form of ``arvis_journal_append`` with ``p_settle``
-    (migrations/sql/0003_functions.sql); the dispatcher's settlement and the
+    (arvis/migrations/sql/0003_functions.sql); the dispatcher's settlement and the
     recovery sweeper both end an attempt here.
     """
     entry = await append(

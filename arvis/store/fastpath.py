@@ -2,7 +2,7 @@
 
 Admission of a first, already-authorized attempt is ``arvis_admit`` and the
 journal transaction is ``arvis_journal_append`` asked to settle the attempt
-(migrations/sql): each is one round trip and one commit, so a governed call
+(arvis/migrations/sql): each is one round trip and one commit, so a governed call
 costs the two commits of DESIGN §2 and little else. Anything unusual answers
 without writing and the lifecycle takes its general path. Connections come from a psycopg pool in
 autocommit mode: a single statement is its own transaction.

@@ -13,7 +13,7 @@ from sqlalchemy import Connection, text
 from arvis.store.engine import create_sync_engine, driver_url
 from arvis.store.errors import SchemaNotReady
 
-MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+MIGRATIONS_DIR = Path(__file__).resolve().parents[1] / "migrations"
 
 
 def alembic_config(url: str) -> Config:

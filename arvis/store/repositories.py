@@ -303,7 +303,7 @@ class PgIntentRepository(SqlRepository):
         return (
             await self._count(
                 "UPDATE intents SET settled = true, settled_at = now(), boundary = :b "
-                # settled_at IS NULL, not NOT settled: see migrations/sql/0003_functions.sql
+                # settled_at IS NULL, not NOT settled: see arvis/migrations/sql/0003_functions.sql
                 "WHERE tenant_id = :t AND intent_id = :i AND settled_at IS NULL",
                 b=boundary.value,
                 t=tenant_id,
