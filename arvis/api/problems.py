@@ -31,6 +31,8 @@ STATUS_BY_CODE: dict[str, int] = {
     "causal_id_conflict": 409,
     "body_too_large": 413,
     "unsupported_media_type": 415,
+    "header_too_large": 431,
+    "header_timeout": 408,
     "not_acceptable": 406,
     "store_unavailable": 503,
     "store_error": 503,
@@ -42,6 +44,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "schema_not_ready": 503,
     "shutting_down": 503,
     "request_timeout": 503,
+    "too_many_connections": 503,
     "internal_error": 500,
 }
 
@@ -58,6 +61,8 @@ TITLES: dict[str, str] = {
     "causal_id_conflict": "Causal id already names another decision",
     "body_too_large": "Request body too large",
     "unsupported_media_type": "Unsupported media type",
+    "header_too_large": "Request header too large",
+    "header_timeout": "Request header not received in time",
     "not_acceptable": "Not acceptable",
     "store_unavailable": "Store unavailable",
     "store_error": "Store error",
@@ -69,21 +74,29 @@ TITLES: dict[str, str] = {
     "schema_not_ready": "Store not migrated",
     "shutting_down": "Shutting down",
     "request_timeout": "No answer within the request deadline",
+    "too_many_connections": "Too many connections",
     "internal_error": "Internal error",
 }
 
 
-def problem(code: str, detail: str, *, status: int | None = None, **extra: Any) -> JSONResponse:
-    """A problem+json response with a stable ``code``."""
-    status = status or STATUS_BY_CODE.get(code, 400)
-    body: dict[str, Any] = {
+def problem_document(
+    code: str, detail: str, *, status: int | None = None, **extra: Any
+) -> dict[str, Any]:
+    """The RFC 9457 members of a problem with a stable ``code``."""
+    return {
         "type": f"urn:arvis:problem:{code}",
         "title": TITLES.get(code, code.replace("_", " ").capitalize()),
-        "status": status,
+        "status": status or STATUS_BY_CODE.get(code, 400),
         "detail": detail,
         "code": code,
         **extra,
     }
+
+
+def problem(code: str, detail: str, *, status: int | None = None, **extra: Any) -> JSONResponse:
+    """A problem+json response with a stable ``code``."""
+    body = problem_document(code, detail, status=status, **extra)
+    status = int(body["status"])
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return JSONResponse(body, status_code=status, media_type=PROBLEM_MEDIA_TYPE, headers=headers)
 
