@@ -10,7 +10,16 @@ from arvis.domain.boundary import EffectBoundary
 from arvis.domain.decisions import ActionDecision
 from arvis.lifecycle.ports import JournalEntry
 
-ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
+# Run, causal and confirmation ids: 1 to 128 of [A-Za-z0-9._:-], but not "." or "..".
+# Those two are dot segments: a client normalises them out of a URL path, so a run
+# named ".." would be reachable only percent-encoded. The three alternatives say
+# "starts with a non-dot", "one dot, then a non-dot", "two dots, then anything",
+# because pydantic's regex engine has no lookahead.
+ID_PATTERN = (
+    r"^(?:[A-Za-z0-9_:-][A-Za-z0-9._:-]{0,127}"
+    r"|\.[A-Za-z0-9_:-][A-Za-z0-9._:-]{0,126}"
+    r"|\.\.[A-Za-z0-9._:-]{1,126})$"
+)
 
 Outcome = Literal["executed", "deduplicated", "refused", "confirmation_required"]
 
