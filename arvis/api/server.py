@@ -18,8 +18,14 @@ installed) with a guard in front of the parser:
 - a connection whose response is complete while its request body is still
   arriving (the deadline's 503 to a slow body) is closed, not kept for the rest
   of that body;
+- a client that stops reading its answers for ``write_timeout_s`` (uvicorn
+  would wait for it for ever) is disconnected;
 - past ``max_connections`` open connections in a worker, a new connection is
-  answered 503 ``too_many_connections`` and closed.
+  answered 503 ``too_many_connections`` and closed;
+- a client that pipelines too far ahead of its answers is disconnected:
+  httptools parses every pipelined request it is fed, and each waiting one
+  costs uvicorn a few kilobytes, so at most ``MAX_PIPELINED`` may wait; h11
+  keeps them as unparsed bytes, at most ``max_header_bytes`` of them.
 
 docs/http.md describes these limits for operators.
 """
@@ -50,6 +56,12 @@ from arvis.config import Settings
 # reset can reach the client before it has read the refusal.
 LINGER_S = 1.0
 
+# Requests one connection may have parsed and waiting behind the one being
+# answered (httptools); while any wait, the parser is fed in small steps so that
+# it cannot queue many more than this before the guard looks.
+MAX_PIPELINED = 64
+PIPELINED_STEP = 4096
+
 # uvicorn.run's exit status when the server could not start.
 STARTUP_FAILURE = 3
 
@@ -62,6 +74,7 @@ class ConnectionLimits:
     header_timeout_s: float = 10.0
     keep_alive_timeout_s: int = 5
     max_connections: int = 512
+    write_timeout_s: float = 30.0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ConnectionLimits:
@@ -70,6 +83,7 @@ class ConnectionLimits:
             header_timeout_s=settings.header_timeout_s,
             keep_alive_timeout_s=settings.keep_alive_timeout_s,
             max_connections=settings.max_connections,
+            write_timeout_s=settings.request_timeout_s,
         )
 
 
@@ -91,6 +105,7 @@ class _HeadGuard(asyncio.Protocol):
         self._head_bytes = 0
         self._head_timer: asyncio.TimerHandle | None = None
         self._linger_timer: asyncio.TimerHandle | None = None
+        self._write_timer: asyncio.TimerHandle | None = None
         self._refused = False
 
     # What the subclass knows of its parser.
@@ -109,6 +124,14 @@ class _HeadGuard(asyncio.Protocol):
 
     def _body_unfinished(self) -> bool:
         """Whether the current request's body has not all arrived."""
+        raise NotImplementedError
+
+    def _pipelining(self) -> bool:
+        """Whether parsed requests wait behind the one being answered."""
+        raise NotImplementedError
+
+    def _pipeline_full(self) -> bool:
+        """Whether the requests waiting for their turn hold too much."""
         raise NotImplementedError
 
     # asyncio.Protocol
@@ -135,6 +158,7 @@ class _HeadGuard(asyncio.Protocol):
         # The parser gets the data in pieces, so that a request head is counted
         # before the parser buffers it, and refused at the limit, never past it.
         while start < len(data):
+            step = PIPELINED_STEP if self._pipelining() else limit
             awaiting = self._awaiting_head()
             if awaiting:
                 room = limit - self._head_bytes
@@ -145,10 +169,9 @@ class _HeadGuard(asyncio.Protocol):
                     )
                     return
                 self._start_head_clock()
-                end = start + room
-                self._head_bytes += min(room, len(data) - start)
-            else:
-                end = start + limit
+                step = min(step, room)
+                self._head_bytes += min(step, len(data) - start)
+            end = start + step
             piece = data[start:end]
             start = end
             cycle = self._current_cycle()
@@ -157,13 +180,31 @@ class _HeadGuard(asyncio.Protocol):
                 return
             if self._current_cycle() is not cycle:
                 self._head_done()  # what follows in the piece is body or the next request
+            if self._pipeline_full():
+                self._refused = True
+                self.transport.close()
+                return
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._head_done()
-        if self._linger_timer is not None:
-            self._linger_timer.cancel()
-            self._linger_timer = None
+        for timer in (self._linger_timer, self._write_timer):
+            if timer is not None:
+                timer.cancel()
+        self._linger_timer = self._write_timer = None
         super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._write_timer is None:
+            self._write_timer = self.loop.call_later(
+                self.limits.write_timeout_s, self.transport.abort
+            )
+
+    def resume_writing(self) -> None:
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
+        super().resume_writing()
 
     # The guard.
 
@@ -180,6 +221,11 @@ class _HeadGuard(asyncio.Protocol):
     def _head_late(self) -> None:
         self._head_timer = None
         if self.transport.is_closing() or self._refused:
+            return
+        if self.flow.read_paused:
+            # uvicorn stopped reading (a pipelined request waits its turn): the
+            # delay is the server's, not the client's.
+            self._start_head_clock()
             return
         if self._head_bytes == 0:
             # Nothing of a request arrived: nothing to answer.
@@ -260,6 +306,13 @@ class BoundedH11Protocol(_HeadGuard, H11Protocol):
     def _body_unfinished(self) -> bool:
         return self.cycle is not None and self.cycle.more_body
 
+    def _pipelining(self) -> bool:
+        return False  # h11 parses a pipelined request only once its turn comes
+
+    def _pipeline_full(self) -> bool:
+        unparsed, _ = self.conn.trailing_data
+        return len(unparsed) > self.limits.max_header_bytes
+
     def on_response_complete(self) -> None:
         self._complete_response(super().on_response_complete)
 
@@ -297,6 +350,12 @@ else:
 
         def _body_unfinished(self) -> bool:
             return self.cycle is not None and self.cycle.more_body
+
+        def _pipelining(self) -> bool:
+            return bool(self.pipeline)
+
+        def _pipeline_full(self) -> bool:
+            return len(self.pipeline) > MAX_PIPELINED
 
         def on_headers_complete(self) -> None:
             self._in_body = True

@@ -4,6 +4,7 @@ served app, with httptools (the default) and with the h11 fallback."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import select
@@ -13,6 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.http import mint_keys
 from tests.support.reliability import free_port
 
 HEADER_TIMEOUT_S = 2.0
@@ -41,6 +44,11 @@ class Server:
     process: subprocess.Popen[bytes]
     port: int
     protocol: str
+    tokens: dict[str, str]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
 
     def connect(self, timeout_s: float = 10) -> socket.socket:
         return socket.create_connection(("127.0.0.1", self.port), timeout=timeout_s)
@@ -53,6 +61,23 @@ class Server:
 
     def maps(self) -> str:
         return Path(f"/proc/{self.process.pid}/maps").read_text()
+
+    def holds(self, client: socket.socket) -> bool:
+        """Whether the server process still has the other end of ``client`` open."""
+        client_port = client.getsockname()[1]
+        inodes = set()
+        for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+            fields = line.split()
+            local_port = int(fields[1].split(":")[1], 16)
+            remote_port = int(fields[2].split(":")[1], 16)
+            if (local_port, remote_port) == (self.port, client_port):
+                inodes.add(fields[9])
+        fds = Path(f"/proc/{self.process.pid}/fd")
+        held = set()
+        for fd in fds.iterdir():
+            with suppress(FileNotFoundError):
+                held.add(os.readlink(fd))
+        return any(f"socket:[{inode}]" in held for inode in inodes)
 
     def healthz_s(self) -> float:
         """Seconds a /healthz on a new connection takes to answer 200."""
@@ -87,7 +112,9 @@ def server(
         [sys.executable, *launcher, "serve", "--port", str(port)], stdout=log, stderr=log, env=env
     )
     log.close()
-    served = Server(process, port, request.param)
+    tokens = asyncio.run(mint_keys(database_url, tenants=(f"acme-{request.param}",)))
+    tokens = {who.replace(f"-{request.param}", ""): token for who, token in tokens.items()}
+    served = Server(process, port, request.param, tokens)
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -290,6 +317,74 @@ def test_a_body_still_arriving_after_the_deadline_answer_is_cut_off(server: Serv
         elapsed = time.monotonic() - started
     _problem(answer, 503, "request_timeout")
     assert elapsed < REQUEST_TIMEOUT_S + 5, elapsed
+
+
+def test_a_client_that_stops_reading_its_answer_is_disconnected(server: Server) -> None:
+    # A journal page of several megabytes that the client never reads: uvicorn's
+    # writes back up, and without a bound it would wait for this client for ever.
+    run_id = f"run-unread-{server.protocol}"
+    agent = {"Authorization": f"Bearer {server.tokens['acme:agent']}"}
+    for n in range(8):
+        body = {
+            "name": "tool.execute",
+            "run_id": run_id,
+            "causal_id": f"c-{n}",
+            "decision": {"tool": "echo", "payload": {"blob": "x" * 900_000}},
+        }
+        posted = httpx.post(f"{server.url}/v1/syscalls", json=body, headers=agent, timeout=30)
+        assert posted.status_code == 200, posted.text
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    try:
+        sock.connect(("127.0.0.1", server.port))
+        sock.sendall(
+            f"GET /v1/runs/{run_id}/journal?limit=8 HTTP/1.1\r\nHost: arvis\r\n"
+            f"Authorization: Bearer {server.tokens['acme:auditor']}\r\n\r\n".encode()
+        )
+        started = time.monotonic()
+        while not server.holds(sock):  # accepted a moment after connect() returns
+            assert time.monotonic() - started < 5, "never accepted"
+            time.sleep(0.01)
+        while server.holds(sock):
+            assert time.monotonic() - started < REQUEST_TIMEOUT_S + 8, "still held"
+            time.sleep(0.1)
+        assert time.monotonic() - started > REQUEST_TIMEOUT_S - 0.5
+    finally:
+        sock.close()
+    assert server.healthz_s() < 1.0
+
+
+def test_a_client_pipelining_far_ahead_is_cut_off_without_growing_the_server(
+    server: Server,
+) -> None:
+    server.healthz_s()
+    before = server.memory_kib()
+    requests = 100_000
+    answered = 0
+    with server.connect(timeout_s=20) as sock:
+        sender = threading.Thread(
+            target=_send_quietly,
+            args=(sock, b"GET /healthz HTTP/1.1\r\nHost: arvis\r\n\r\n" * requests),
+        )
+        sender.start()
+        while True:
+            try:
+                chunk = sock.recv(1 << 20)
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            answered += chunk.count(b"HTTP/1.1 200 ")
+        sender.join()
+    after = server.memory_kib()
+    assert answered < requests
+    assert (after["VmHWM"] - before["VmRSS"]) / 1024 < 48, (before, after)
+    assert server.healthz_s() < 1.0
+
+
+def _send_quietly(sock: socket.socket, data: bytes) -> None:
+    with suppress(OSError):
+        sock.sendall(data)
 
 
 def test_past_max_connections_a_new_connection_gets_503_and_is_closed(server: Server) -> None:
