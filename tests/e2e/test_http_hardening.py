@@ -13,8 +13,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import suppress
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.http import mint_keys
+from arvis.api.app import create_app
+from arvis.bootstrap import build_kernel
+from arvis.config import Environment
+from tests.support.http import app_settings, mint_keys
 from tests.support.reliability import free_port
 
 HEADER_TIMEOUT_S = 2.0
@@ -408,3 +411,40 @@ def test_past_max_connections_a_new_connection_gets_503_and_is_closed(server: Se
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
+
+
+@asynccontextmanager
+async def _app_in(
+    environment: Environment, database_url: str, data_dir: Path
+) -> AsyncIterator[tuple[httpx.AsyncClient, dict[str, str]]]:
+    settings = app_settings(database_url, data_dir, env=environment)
+    tokens = await mint_keys(database_url, tenants=("acme",))
+    app = create_app(lambda: build_kernel(settings), environment=environment)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://arvis.test") as client:
+            yield client, tokens
+
+
+async def test_outside_production_the_api_docs_are_open(database_url: str, tmp_path: Path) -> None:
+    async with _app_in(Environment.DEVELOPMENT, database_url, tmp_path) as (client, _):
+        for path in ("/docs", "/redoc", "/openapi.json"):
+            assert (await client.get(path)).status_code == 200, path
+        assert "/v1/syscalls" in (await client.get("/openapi.json")).json()["paths"]
+
+
+async def test_in_production_the_docs_are_not_served_and_the_schema_needs_a_key(
+    database_url: str, tmp_path: Path
+) -> None:
+    async with _app_in(Environment.PRODUCTION, database_url, tmp_path) as (client, tokens):
+        for path in ("/docs", "/redoc"):
+            response = await client.get(path)
+            assert (response.status_code, response.json()["code"]) == (404, "not_found"), path
+        anonymous = await client.get("/openapi.json")
+        assert (anonymous.status_code, anonymous.json()["code"]) == (401, "unauthenticated")
+        keyed = await client.get(
+            "/openapi.json", headers={"Authorization": f"Bearer {tokens['acme:agent']}"}
+        )
+        assert keyed.status_code == 200
+        assert "/v1/syscalls" in keyed.json()["paths"]
+        assert "/openapi.json" not in keyed.json()["paths"]
