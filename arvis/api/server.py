@@ -8,7 +8,7 @@ protocols here are uvicorn's own (httptools, or h11 when httptools is not
 installed) with a guard in front of the parser:
 
 - a request line plus headers longer than ``max_header_bytes`` is answered 431
-  ``header_too_large``; the parser never sees more than the limit;
+  ``header_too_large``; the bytes are counted before the parser sees them;
 - a request head that has not fully arrived ``header_timeout_s`` after its first
   byte (after the connection opened, for a connection's first request) is
   answered 408 ``header_timeout``; a new connection that sent nothing at all is
@@ -91,14 +91,17 @@ class _HeadGuard(asyncio.Protocol):
     """What the bounded protocols put in front of uvicorn's parser.
 
     A mixin: it precedes a uvicorn protocol in the bases, and the subclass says
-    what state the parser is in (``_awaiting_head`` and the hooks below).
+    what state its parser is in (``_awaiting_head`` and the pipeline hooks).
     """
 
-    # Set by the uvicorn protocol this mixes into.
+    # Set by the uvicorn protocol this mixes into; ``cycle`` is its latest
+    # request/response cycle (each protocol has a class of its own, with the same
+    # ``response_complete`` and ``more_body``).
     transport: asyncio.Transport
     loop: asyncio.AbstractEventLoop
     server_state: ServerState
     flow: FlowControl
+    cycle: Any
 
     def _guard(self, config: uvicorn.Config) -> None:
         self.limits = config.limits if isinstance(config, ServerConfig) else ConnectionLimits()
@@ -114,17 +117,13 @@ class _HeadGuard(asyncio.Protocol):
         """Whether bytes arriving now belong to a request line or headers."""
         raise NotImplementedError
 
-    def _current_cycle(self) -> object:
-        """The request/response cycle of the latest request head parsed."""
-        raise NotImplementedError
-
     def _answering(self) -> bool:
         """Whether a response is being written right now."""
-        raise NotImplementedError
+        return self.cycle is not None and not self.cycle.response_complete
 
     def _body_unfinished(self) -> bool:
         """Whether the current request's body has not all arrived."""
-        raise NotImplementedError
+        return self.cycle is not None and bool(self.cycle.more_body)
 
     def _pipelining(self) -> bool:
         """Whether parsed requests wait behind the one being answered."""
@@ -156,7 +155,9 @@ class _HeadGuard(asyncio.Protocol):
         limit = self.limits.max_header_bytes
         start = 0
         # The parser gets the data in pieces, so that a request head is counted
-        # before the parser buffers it, and refused at the limit, never past it.
+        # before the parser buffers it, and refused at the limit. (A head that
+        # begins inside a piece, behind another request, is counted from the next
+        # piece on: it may reach twice the limit, never more.)
         while start < len(data):
             step = PIPELINED_STEP if self._pipelining() else limit
             awaiting = self._awaiting_head()
@@ -174,11 +175,11 @@ class _HeadGuard(asyncio.Protocol):
             end = start + step
             piece = data[start:end]
             start = end
-            cycle = self._current_cycle()
+            cycle = self.cycle
             super().data_received(piece)
             if self.transport.is_closing() or self._refused:
                 return
-            if self._current_cycle() is not cycle:
+            if self.cycle is not cycle:
                 self._head_done()  # what follows in the piece is body or the next request
             if self._pipeline_full():
                 self._refused = True
@@ -249,9 +250,9 @@ class _HeadGuard(asyncio.Protocol):
     def _complete_response(self, complete: Callable[[], None]) -> None:
         """Run uvicorn's ``on_response_complete`` (``complete``) under the guard."""
         unfinished = self._body_unfinished()
-        cycle = self._current_cycle()
+        cycle = self.cycle
         complete()
-        if self._current_cycle() is not cycle:
+        if self.cycle is not cycle:
             self._head_done()  # h11 parsed a pipelined request head it had kept
         if unfinished and not self.transport.is_closing():
             self._linger_then_close()
@@ -297,15 +298,6 @@ class BoundedH11Protocol(_HeadGuard, H11Protocol):
     def _awaiting_head(self) -> bool:
         return self.conn.their_state is not h11.SEND_BODY
 
-    def _current_cycle(self) -> object:
-        return self.cycle
-
-    def _answering(self) -> bool:
-        return self.cycle is not None and not self.cycle.response_complete
-
-    def _body_unfinished(self) -> bool:
-        return self.cycle is not None and self.cycle.more_body
-
     def _pipelining(self) -> bool:
         return False  # h11 parses a pipelined request only once its turn comes
 
@@ -341,15 +333,6 @@ else:
 
         def _awaiting_head(self) -> bool:
             return not self._in_body
-
-        def _current_cycle(self) -> object:
-            return self.cycle
-
-        def _answering(self) -> bool:
-            return self.cycle is not None and not self.cycle.response_complete
-
-        def _body_unfinished(self) -> bool:
-            return self.cycle is not None and self.cycle.more_body
 
         def _pipelining(self) -> bool:
             return bool(self.pipeline)
