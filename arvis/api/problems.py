@@ -23,6 +23,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "validation_error": 422,
     "unauthenticated": 401,
     "forbidden_role": 403,
+    "self_approval": 403,
     "not_found": 404,
     "method_not_allowed": 405,
     "payload_invalid": 422,
@@ -41,6 +42,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "plan_not_found": 503,
     "schema_not_ready": 503,
     "shutting_down": 503,
+    "lease_not_held": 503,
     "request_timeout": 503,
     "internal_error": 500,
 }
@@ -50,6 +52,7 @@ TITLES: dict[str, str] = {
     "validation_error": "Invalid request",
     "unauthenticated": "Authentication required",
     "forbidden_role": "Role not allowed",
+    "self_approval": "The requester may not approve their own request",
     "not_found": "Not found",
     "method_not_allowed": "Method not allowed",
     "payload_invalid": "Payload is not plain JSON",
@@ -68,6 +71,7 @@ TITLES: dict[str, str] = {
     "plan_not_found": "Tool plan not found",
     "schema_not_ready": "Store not migrated",
     "shutting_down": "Shutting down",
+    "lease_not_held": "This instance holds no live lease; nothing ran",
     "request_timeout": "No answer within the request deadline",
     "internal_error": "Internal error",
 }
