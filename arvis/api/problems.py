@@ -30,6 +30,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "attempt_in_flight": 409,
     "conflict": 409,
     "causal_id_conflict": 409,
+    "chain_broken": 409,
     "body_too_large": 413,
     "unsupported_media_type": 415,
     "not_acceptable": 406,
@@ -59,6 +60,7 @@ TITLES: dict[str, str] = {
     "attempt_in_flight": "An attempt of this action is in flight",
     "conflict": "Conflict",
     "causal_id_conflict": "Causal id already names another decision",
+    "chain_broken": "The run's journal does not verify; nothing was replayed",
     "body_too_large": "Request body too large",
     "unsupported_media_type": "Unsupported media type",
     "not_acceptable": "Not acceptable",
@@ -93,7 +95,11 @@ def problem(code: str, detail: str, *, status: int | None = None, **extra: Any) 
 
 
 def problem_for(error: ArvisError) -> JSONResponse:
-    return problem(error.code, error.message)
+    extra: dict[str, Any] = {}
+    broken_at = getattr(error, "broken_at", None)
+    if isinstance(broken_at, int):
+        extra["broken_at"] = broken_at
+    return problem(error.code, error.message, **extra)
 
 
 def error_response(exc: Exception) -> JSONResponse:
