@@ -24,6 +24,7 @@ admitting before anyone may sweep its calls.
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Callable
@@ -58,7 +59,9 @@ class InstanceLease:
         self.store = store
         self.instance_id = instance_id
         self.ttl_s = ttl_s
-        self.holder = uuid.uuid4().hex
+        # The pid tells an operator which process holds a name; the random part
+        # keeps two lives of one pid apart.
+        self.holder = f"{os.getpid()}:{uuid.uuid4().hex}"
         self._monotonic = monotonic
         self._name: str | None = None
         self._good_until = 0.0
