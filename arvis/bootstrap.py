@@ -22,6 +22,7 @@ from arvis.domain.ids import InstanceId
 from arvis.lifecycle.authorization import ToolAuthorizationService
 from arvis.lifecycle.clock import SystemClock
 from arvis.lifecycle.effects import EffectDispatcher
+from arvis.lifecycle.lease import InstanceLease
 from arvis.lifecycle.manager import DEFAULT_CONFIRMATION_TTL, ToolManager
 from arvis.lifecycle.outbox import IntentOutboxService
 from arvis.lifecycle.policy import (
@@ -31,8 +32,9 @@ from arvis.lifecycle.policy import (
     parse_policy_config,
 )
 from arvis.lifecycle.ports import AuditSink
-from arvis.lifecycle.recovery import InstanceLease, RecoveryRuntime, RecoverySweeper
+from arvis.lifecycle.recovery import RecoveryRuntime, RecoverySweeper
 from arvis.lifecycle.replay import ReplayService
+from arvis.lifecycle.settlement import Settlement
 from arvis.lifecycle.syscalls import SyscallHandler
 from arvis.store.audit import PgAuditSink, PgPlanStore
 from arvis.store.database import PgStore, resolve_database
@@ -53,6 +55,9 @@ class Lifecycle:
     manager: ToolManager
     replay: ReplayService
     policy: ToolPolicy
+    lease: InstanceLease
+    """This process's lease; the handler admits only while it is held (DESIGN §6)."""
+    sweeper: RecoverySweeper
 
 
 def compose_lifecycle(
@@ -66,24 +71,37 @@ def compose_lifecycle(
     audit_sink: AuditSink | None = None,
     tool_timeout_s: float = 20.0,
     confirmation_ttl: timedelta = DEFAULT_CONFIRMATION_TTL,
+    allow_self_approval: bool = False,
+    lease_ttl_s: float = 15.0,
     production: bool = False,
 ) -> Lifecycle:
-    """Wire the lifecycle of DESIGN §2 around a store and a tool set."""
+    """Wire the lifecycle of DESIGN §2 around a store and a tool set.
+
+    Nothing is admitted until the lease is claimed (``Kernel.start`` does, with
+    the background heartbeat; a test composition claims it itself).
+    """
     clock = clock or SystemClock()
     instance_id = instance_id or new_instance_id()
     policy = policy or RulePolicy()
     dispatcher = ToolDispatcher(tools, decorators=decorators, default_deadline_s=tool_timeout_s)
     plans = StaticToolPlanSource(dispatcher, store=PgPlanStore(store.engine))
-    manager = ToolManager(store, clock, instance_id, confirmation_ttl)
+    manager = ToolManager(
+        store, clock, instance_id, confirmation_ttl, allow_self_approval=allow_self_approval
+    )
+    lease = InstanceLease(store, instance_id, lease_ttl_s)
+    sweeper = RecoverySweeper(store, clock)
     handler = SyscallHandler(
         store=store,
         plans=plans,
         authorization=ToolAuthorizationService(policy, clock),
         manager=manager,
         outbox=IntentOutboxService(audit_sink or PgAuditSink(store.fingerprint), store.fingerprint),
-        effects=EffectDispatcher(instance_id, tool_timeout_s),
+        effects=EffectDispatcher(instance_id, tool_timeout_s, store.fast.mark_started),
         clock=clock,
-        instance_id=instance_id,
+        lease=lease,
+        settlement=Settlement(
+            store=store, fast=store.fast, clock=clock, attempts=5, sweeper=sweeper
+        ),
         production=production,
         fast=store.fast,
         # The PostgreSQL sink is fused into the one-statement admission; any
@@ -91,7 +109,13 @@ def compose_lifecycle(
         fast_admission=audit_sink is None,
     )
     return Lifecycle(
-        plans=plans, handler=handler, manager=manager, replay=ReplayService(store), policy=policy
+        plans=plans,
+        handler=handler,
+        manager=manager,
+        replay=ReplayService(store),
+        policy=policy,
+        lease=lease,
+        sweeper=sweeper,
     )
 
 
@@ -118,11 +142,11 @@ class Kernel:
         return PgKeyStore(self.store.engine, self.store.fast)
 
     async def start(self) -> None:
-        """Settle what earlier lives left behind, then hold this instance's lease
-        and keep sweeping (DESIGN §6)."""
+        """Claim this process's lease, settle what earlier lives left behind, and
+        keep beating and sweeping (DESIGN §6). Nothing is admitted before this."""
         self.recovery = RecoveryRuntime(
-            InstanceLease(self.store, self.instance_id, self.settings.lease_ttl_s),
-            RecoverySweeper(self.store, SystemClock()),
+            self.lifecycle.lease,
+            self.lifecycle.sweeper,
             sweep_interval_s=self.settings.sweep_interval_s,
         )
         await self.recovery.start()
@@ -174,7 +198,7 @@ async def build_kernel(settings: Settings | None = None) -> Kernel:
     try:
         tools = load_tools(settings, file_config, http)
         policy = RulePolicy(parse_policy_config(file_config.policy))
-        ttl_s = parse_confirmations_config(file_config.confirmations).ttl_s
+        confirmations = parse_confirmations_config(file_config.confirmations)
         target = resolve_database(settings.database_url, settings.data_dir)
         store = await PgStore.open(target.url)
     except BaseException:
@@ -187,7 +211,9 @@ async def build_kernel(settings: Settings | None = None) -> Kernel:
         policy=policy,
         instance_id=instance_id,
         tool_timeout_s=settings.tool_timeout_s,
-        confirmation_ttl=timedelta(seconds=ttl_s),
+        confirmation_ttl=timedelta(seconds=confirmations.ttl_s),
+        allow_self_approval=confirmations.allow_self_approval,
+        lease_ttl_s=settings.lease_ttl_s,
         production=settings.env is Environment.PRODUCTION,
     )
     return Kernel(

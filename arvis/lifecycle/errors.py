@@ -59,3 +59,9 @@ class ConfirmationStateConflict(ArvisError):
     """The confirmation is not in a state that allows this transition."""
 
     code = "conflict"
+
+
+class SelfApproval(ArvisError):
+    """An approver tried to approve their own request (four eyes, DESIGN §4)."""
+
+    code = "self_approval"

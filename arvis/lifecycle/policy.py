@@ -114,6 +114,8 @@ class ConfirmationsConfig(BaseModel):
 
     ttl_s: float = Field(default=24 * 3600, gt=0, le=365 * 24 * 3600)
     """A confirmation expires this long after it was requested."""
+    allow_self_approval: bool = False
+    """Let a principal approve its own request. Off: four eyes (DESIGN §4)."""
 
 
 def parse_confirmations_config(raw: Mapping[str, Any]) -> ConfirmationsConfig:

@@ -87,6 +87,7 @@ async def test_a_completed_call_carries_its_idempotency_key_and_sealed_context(
     async with governed(database_url, tools) as harness:
         result = await harness.execute("crm.update", {"id": 7}, causal_id="c-http-1")
         plan_id = harness.lifecycle.plans.current.plan_id
+        instance_id = harness.lifecycle.lease.name  # the admitting process's lease
 
     assert (result.outcome, result.boundary) == ("executed", EffectBoundary.EFFECT_COMPLETED)
     assert result.result == {"updated": 7}
@@ -106,7 +107,7 @@ async def test_a_completed_call_carries_its_idempotency_key_and_sealed_context(
         "run_id": result.run_id,
         "causal_id": "c-http-1",
         "plan_id": plan_id,
-        "instance_id": "test-instance",
+        "instance_id": instance_id,
     }
 
 

@@ -97,4 +97,4 @@ async def test_a_result_that_cannot_be_journaled_is_flagged_and_journaled_later(
         assert harness.tools["write"].calls == 1
     finally:
         store.down = False
-        await harness.store.close()
+        await harness.close()
