@@ -49,7 +49,10 @@ retries) and the configured headers. The body is the RFC 8785 (JCS) object::
     }
 
 **The answer.** ``2xx`` with a tool result as JSON: ``{"value": ...}`` or
-``{"problem": {code, detail, effect_started}}``. A ``4xx`` other than ``409``
+``{"problem": {code, detail, effect_started}}``. ``202 Accepted`` is work that
+started and completes later: ``EFFECT_STARTED``, its JSON body (or null when
+it has none, or none ARVIS can journal) kept as the result; a read-only tool
+may not answer it (refused, not started). A ``4xx`` other than ``409``
 is a problem result whose effect did not start. A connect
 failure means the effect did not start; a failure after the request may have
 been sent (a timeout, a reset, a ``5xx``, a ``409``) means nobody knows.
@@ -258,9 +261,15 @@ class HttpTool:
 
     def _result(self, invocation: ToolInvocation, response: httpx.Response) -> ToolResult:
         status = response.status_code
+        if status == 202:
+            return self._accepted(invocation, response)
         if 200 <= status < 300:
             try:
-                return ToolResult.model_validate(response.json())
+                answer = response.json()
+                if isinstance(answer, dict) and "pending" in answer:
+                    # Accepted work is said by the status, never by a body field.
+                    raise ValueError("pending is not part of a remote answer")
+                return ToolResult.model_validate(answer)
             except (ValueError, ValidationError):
                 raise self._error(
                     invocation, True, False, "invalid_remote_response", "not a tool result"
@@ -273,6 +282,18 @@ class HttpTool:
         raise self._error(
             invocation, None, False, "remote_failed", f"the endpoint failed ({status})"
         )
+
+    def _accepted(self, invocation: ToolInvocation, response: httpx.Response) -> ToolResult:
+        if self.definition.read_only:
+            # A read has nothing to start: an endpoint deferring it broke its contract.
+            raise self._error(
+                invocation, False, True, "invalid_remote_response", "a read answered 202 Accepted"
+            )
+        try:
+            return ToolResult.accepted(response.json() if response.content else None)
+        except (ValueError, ValidationError):
+            # The work was accepted whatever its receipt says: keep the boundary.
+            return ToolResult.accepted(None)
 
     def _error(
         self,

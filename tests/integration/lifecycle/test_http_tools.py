@@ -111,6 +111,25 @@ async def test_a_completed_call_carries_its_idempotency_key_and_sealed_context(
     }
 
 
+async def test_202_accepted_is_journaled_as_started_with_its_receipt(
+    database_url: str, tmp_path: Path, client: httpx.AsyncClient, server: LocalHttpServer
+) -> None:
+    server.then(Respond(202, {"job": "j-42"}))
+    tools = declared(tmp_path, client, [entry(server.url())])
+    async with governed(database_url, tools) as harness:
+        result = await harness.execute("crm.update", {"id": 4})
+        [(boundary,)] = harness.sql(
+            "SELECT boundary FROM journal_entries WHERE run_id = %s AND position = %s",
+            result.run_id,
+            result.journal_position,
+        )
+
+    assert result.boundary is EffectBoundary.EFFECT_STARTED
+    assert result.result == {"job": "j-42"}
+    assert boundary == "EFFECT_STARTED"
+    assert len(server.received) == 1
+
+
 async def test_a_refused_connection_did_not_start_the_effect(
     database_url: str, tmp_path: Path, client: httpx.AsyncClient
 ) -> None:

@@ -106,6 +106,34 @@ async def test_a_client_error_response_is_a_problem_not_started() -> None:
     assert outcome.boundary is EffectBoundary.EFFECT_NOT_STARTED
 
 
+@pytest.mark.parametrize(
+    ("response", "value"),
+    [(httpx.Response(202, json={"job": "j-1"}), {"job": "j-1"}), (httpx.Response(202), None)],
+)
+async def test_202_accepted_is_work_that_started_and_keeps_its_receipt(
+    response: httpx.Response, value: Any
+) -> None:
+    outcome = await ToolDispatcher([tool(lambda r: response)]).dispatch(invocation("crm.update"))
+    assert outcome.boundary is EffectBoundary.EFFECT_STARTED
+    assert outcome.result is not None
+    assert outcome.result.value == value
+
+
+async def test_a_read_answered_202_did_not_start_anything() -> None:
+    reader = tool(lambda r: httpx.Response(202), effect="read_only", replay_safety="safe")
+    outcome = await ToolDispatcher([reader]).dispatch(invocation("crm.update"))
+    assert outcome.boundary is EffectBoundary.EFFECT_NOT_STARTED
+    assert outcome.failure is not None
+    assert outcome.failure.code == "invalid_remote_response"
+
+
+async def test_a_200_body_cannot_claim_to_be_accepted_work() -> None:
+    answer = httpx.Response(200, json={"value": 1, "pending": True})
+    outcome = await ToolDispatcher([tool(lambda r: answer)]).dispatch(invocation("crm.update"))
+    assert outcome.failure is not None
+    assert outcome.failure.code == "invalid_remote_response"
+
+
 def test_a_contradictory_http_tool_names_the_tool_rule_and_entry() -> None:
     with pytest.raises(DefinitionError, match=r"crm\.update.*read_only.*test"):
         tool(
