@@ -10,14 +10,24 @@ import functools
 import os
 import socket
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any, cast
 
 import httpx
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from arvis.config import Environment, FileConfig, Settings, load_file_config, load_settings
+from arvis.config import (
+    Environment,
+    FileConfig,
+    Settings,
+    load_file_config,
+    load_object,
+    load_settings,
+)
 from arvis.domain.clock import Clock
+from arvis.domain.errors import ArvisError, ConfigurationError
 from arvis.domain.ids import InstanceId
 from arvis.lifecycle.authorization import ToolAuthorizationService
 from arvis.lifecycle.clock import SystemClock
@@ -36,7 +46,7 @@ from arvis.lifecycle.recovery import RecoveryRuntime, RecoverySweeper
 from arvis.lifecycle.replay import ReplayService
 from arvis.lifecycle.settlement import Settlement
 from arvis.lifecycle.syscalls import SyscallHandler
-from arvis.store.audit import PgAuditSink, PgPlanStore
+from arvis.store.audit import AuditHost, PgAuditSink, PgPlanStore
 from arvis.store.database import PgStore, resolve_database
 from arvis.store.keys import PgKeyStore
 from arvis.tools.base import Tool
@@ -163,6 +173,49 @@ class Kernel:
         await self.store.close()
 
 
+class AuditConfig(BaseModel):
+    """The ``[audit]`` section: which :class:`AuditSink` records intents."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    sink: str | None = None
+    """``package.module:factory``, called with an :class:`AuditHost`; unset: the
+    built-in PostgreSQL sink."""
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+def parse_audit_config(raw: Mapping[str, Any]) -> AuditConfig:
+    try:
+        return AuditConfig.model_validate(dict(raw))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise ConfigurationError(f"[audit] {where}: {first['msg']}") from None
+
+
+def load_audit_sink(config: AuditConfig, store_fingerprint: str) -> AuditSink | None:
+    """The deployment's audit sink, or None for the built-in one (DESIGN §1)."""
+    if config.sink is None:
+        return None
+    factory = load_object(config.sink, "audit")
+    if not callable(factory):
+        raise ConfigurationError(f"[audit] sink {config.sink!r} is not callable")
+    host = AuditHost(
+        store_fingerprint=store_fingerprint,
+        default=PgAuditSink(store_fingerprint),
+        options=config.options,
+    )
+    try:
+        sink = factory(host)
+    except ArvisError:
+        raise
+    except Exception as exc:  # start-up boundary: the operator sees the text
+        raise ConfigurationError(f"[audit] sink {config.sink!r} failed: {exc!r}") from exc
+    if not callable(getattr(sink, "record", None)):
+        raise ConfigurationError(f"[audit] sink {config.sink!r} returned no audit sink")
+    return cast(AuditSink, sink)
+
+
 def load_tools(settings: Settings, file_config: FileConfig, http: httpx.AsyncClient) -> list[Tool]:
     """The declared tool set: application factories over built-in fallbacks."""
     host = ToolHost.from_settings(settings, http, environ=os.environ)
@@ -180,6 +233,9 @@ async def check_deployment(settings: Settings) -> None:
         ToolDispatcher(load_tools(settings, file_config, http))
     parse_policy_config(file_config.policy)
     parse_confirmations_config(file_config.confirmations)
+    audit = parse_audit_config(file_config.audit)
+    if audit.sink is not None:
+        load_object(audit.sink, "audit")
     if file_config.provider:
         from arvis.providers.config import load_provider_config
 
@@ -199,10 +255,17 @@ async def build_kernel(settings: Settings | None = None) -> Kernel:
         tools = load_tools(settings, file_config, http)
         policy = RulePolicy(parse_policy_config(file_config.policy))
         confirmations = parse_confirmations_config(file_config.confirmations)
+        audit = parse_audit_config(file_config.audit)
         target = resolve_database(settings.database_url, settings.data_dir)
         store = await PgStore.open(target.url)
     except BaseException:
         await http.aclose()
+        raise
+    try:
+        audit_sink = load_audit_sink(audit, store.fingerprint)
+    except BaseException:
+        await http.aclose()
+        await store.close()
         raise
     instance_id = InstanceId(settings.instance_id) if settings.instance_id else new_instance_id()
     lifecycle = compose_lifecycle(
@@ -211,6 +274,7 @@ async def build_kernel(settings: Settings | None = None) -> Kernel:
         policy=policy,
         instance_id=instance_id,
         tool_timeout_s=settings.tool_timeout_s,
+        audit_sink=audit_sink,
         confirmation_ttl=timedelta(seconds=confirmations.ttl_s),
         allow_self_approval=confirmations.allow_self_approval,
         lease_ttl_s=settings.lease_ttl_s,

@@ -109,16 +109,16 @@ class EffectDispatcher:
 
 
 def interrupted(definition: ToolDefinition | None, *, started: bool) -> DispatchOutcome:
-    """The outcome of a dispatch cut off before the tool answered."""
-    if definition is not None and definition.read_only:
-        effect_started: bool | None = False
-    else:
-        effect_started = True if started else None
+    """The outcome of a dispatch cut off before the tool answered: EFFECT_STARTED when
+    the tool had reported its start, else unknown (a read-only tool: not started)."""
+    read_only = definition is not None and definition.read_only
+    effect_started: bool | None = False if read_only else (True if started else None)
     return DispatchOutcome(
         failure=ToolFailure(
             code="dispatch_interrupted",
             message="the call was interrupted before the tool answered",
             effect_started=effect_started,
+            end_unobserved=bool(effect_started),
             retryable=False,
         )
     )
