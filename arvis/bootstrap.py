@@ -7,6 +7,7 @@ their own pieces. Tests compose the same lifecycle with :func:`compose_lifecycle
 from __future__ import annotations
 
 import functools
+import os
 import socket
 import uuid
 from collections.abc import Mapping, Sequence
@@ -217,7 +218,8 @@ def load_audit_sink(config: AuditConfig, store_fingerprint: str) -> AuditSink | 
 
 def load_tools(settings: Settings, file_config: FileConfig, http: httpx.AsyncClient) -> list[Tool]:
     """The declared tool set: application factories over built-in fallbacks."""
-    return build_tool_set(settings, file_config, ToolHost.from_settings(settings, http))
+    host = ToolHost.from_settings(settings, http, environ=os.environ)
+    return build_tool_set(settings, file_config, host)
 
 
 async def check_deployment(settings: Settings) -> None:

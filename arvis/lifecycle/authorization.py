@@ -153,7 +153,10 @@ class ToolAuthorizationService:
             plan_id=request.plan_id,
             instance_id=request.instance_id,
         )
-        decision = self.policy.evaluate(context, definition, request.payload)
+        destination = request.plan.destination(request.tool)
+        decision = self.policy.evaluate(
+            context, definition, request.payload, destination=destination
+        )
         if not decision.allowed:
             assert decision.reason is not None
             return Refuse(

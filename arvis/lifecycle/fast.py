@@ -104,7 +104,10 @@ class FastAdmission:
             plan_id=plan.plan_id,
             instance_id=instance_id,
         )
-        decision = self.authorization.policy.evaluate(context, definition, payload)
+        destination = plan.destination(tool)
+        decision = self.authorization.policy.evaluate(
+            context, definition, payload, destination=destination
+        )
         if not decision.allowed or decision.consent_required:
             return None
         intent = Intent(

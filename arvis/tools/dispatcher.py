@@ -216,6 +216,7 @@ class ToolDispatcher:
     ) -> None:
         by_name: dict[str, Tool] = {}
         snapshot: dict[str, ToolDefinition] = {}
+        destinations: dict[str, str] = {}
         for tool in tools:
             name, definition = tool.name, tool.definition
             if not isinstance(definition, ToolDefinition):
@@ -229,11 +230,15 @@ class ToolDispatcher:
             by_name[name] = tool
             # Read once: a tool whose property later answers differently changes nothing.
             snapshot[name] = definition
+            destination = _fixed_destination(tool)
+            if destination is not None:
+                destinations[name] = destination
         if call_memory < 0:
             raise ValueError("call_memory must not be negative")
         self._snapshot: Mapping[str, ToolDefinition] = MappingProxyType(
             dict(sorted(snapshot.items()))
         )
+        self._destinations: Mapping[str, str] = MappingProxyType(destinations)
         self._default_deadline_s = default_deadline_s
         self._calls = RecentCalls(call_memory)
         # Identifies this dispatcher's calls, so no layer of another stack passes for ours.
@@ -272,6 +277,15 @@ class ToolDispatcher:
     def definitions(self) -> Mapping[str, ToolDefinition]:
         """Read-only snapshot, name → definition, sorted by name."""
         return self._snapshot
+
+    def destination(self, name: str) -> str | None:
+        """The URL every call of ``name`` reaches, whatever its payload, or None.
+
+        A tool states it as a ``destination`` attribute (a declared HTTP tool's
+        ``url``); it is read once, at construction, like the definition. The
+        egress gate checks this, not the payload, for such a tool.
+        """
+        return self._destinations.get(name)
 
     def definition(self, name: str) -> ToolDefinition:
         """The definition of ``name``; :class:`UnknownTool` when the plan lacks it."""
@@ -334,3 +348,10 @@ class ToolDispatcher:
             state.closed = True
             CALL.reset(token)
             self._calls.end(invocation.call_id)
+
+
+def _fixed_destination(tool: Tool) -> str | None:
+    destination = getattr(tool, "destination", None)
+    if destination is not None and not (isinstance(destination, str) and destination):
+        raise DefinitionError(tool.name, "destination must be a URL string or None")
+    return destination
