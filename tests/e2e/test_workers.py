@@ -50,7 +50,11 @@ def test_a_restarted_worker_never_sweeps_its_siblings_call_in_flight(
         tmp_path,
         instance_id="workers-test",
         args=["--workers", "2"],
-        env={"ARVIS_LEASE_TTL_S": "2", "ARVIS_SWEEP_INTERVAL_S": "0.3"},
+        env={
+            "ARVIS_LEASE_TTL_S": "2",
+            "ARVIS_SWEEP_INTERVAL_S": "0.3",
+            "ARVIS_LOG_LEVEL": "INFO",
+        },
     )
     served.start()
     try:
@@ -87,5 +91,8 @@ def test_a_restarted_worker_never_sweeps_its_siblings_call_in_flight(
             ("execution",)
         ]
         assert sql("SELECT audit_incomplete FROM runs WHERE run_id = 'run-workers'") == [(False,)]
+    except AssertionError as exc:
+        log = (tmp_path / "serve-workers-test.log").read_text(errors="replace")[-4000:]
+        raise AssertionError(f"{exc}\n--- arvis serve log (tail) ---\n{log}") from exc
     finally:
         assert served.terminate() == 0
