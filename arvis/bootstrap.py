@@ -7,20 +7,32 @@ their own pieces. Tests compose the same lifecycle with :func:`compose_lifecycle
 from __future__ import annotations
 
 import functools
+import os
 import socket
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any, cast
 
 import httpx
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from arvis.config import Environment, FileConfig, Settings, load_file_config, load_settings
+from arvis.config import (
+    Environment,
+    FileConfig,
+    Settings,
+    load_file_config,
+    load_object,
+    load_settings,
+)
 from arvis.domain.clock import Clock
+from arvis.domain.errors import ArvisError, ConfigurationError
 from arvis.domain.ids import InstanceId
 from arvis.lifecycle.authorization import ToolAuthorizationService
 from arvis.lifecycle.clock import SystemClock
 from arvis.lifecycle.effects import EffectDispatcher
+from arvis.lifecycle.lease import InstanceLease
 from arvis.lifecycle.manager import DEFAULT_CONFIRMATION_TTL, ToolManager
 from arvis.lifecycle.outbox import IntentOutboxService
 from arvis.lifecycle.policy import (
@@ -30,10 +42,11 @@ from arvis.lifecycle.policy import (
     parse_policy_config,
 )
 from arvis.lifecycle.ports import AuditSink
-from arvis.lifecycle.recovery import InstanceLease, RecoveryRuntime, RecoverySweeper
+from arvis.lifecycle.recovery import RecoveryRuntime, RecoverySweeper
 from arvis.lifecycle.replay import ReplayService
+from arvis.lifecycle.settlement import Settlement
 from arvis.lifecycle.syscalls import SyscallHandler
-from arvis.store.audit import PgAuditSink, PgPlanStore
+from arvis.store.audit import AuditHost, PgAuditSink, PgPlanStore
 from arvis.store.database import PgStore, resolve_database
 from arvis.store.keys import PgKeyStore
 from arvis.tools.base import Tool
@@ -52,6 +65,9 @@ class Lifecycle:
     manager: ToolManager
     replay: ReplayService
     policy: ToolPolicy
+    lease: InstanceLease
+    """This process's lease; the handler admits only while it is held (DESIGN §6)."""
+    sweeper: RecoverySweeper
 
 
 def compose_lifecycle(
@@ -65,24 +81,37 @@ def compose_lifecycle(
     audit_sink: AuditSink | None = None,
     tool_timeout_s: float = 20.0,
     confirmation_ttl: timedelta = DEFAULT_CONFIRMATION_TTL,
+    allow_self_approval: bool = False,
+    lease_ttl_s: float = 15.0,
     production: bool = False,
 ) -> Lifecycle:
-    """Wire the lifecycle of DESIGN §2 around a store and a tool set."""
+    """Wire the lifecycle of DESIGN §2 around a store and a tool set.
+
+    Nothing is admitted until the lease is claimed (``Kernel.start`` does, with
+    the background heartbeat; a test composition claims it itself).
+    """
     clock = clock or SystemClock()
     instance_id = instance_id or new_instance_id()
     policy = policy or RulePolicy()
     dispatcher = ToolDispatcher(tools, decorators=decorators, default_deadline_s=tool_timeout_s)
     plans = StaticToolPlanSource(dispatcher, store=PgPlanStore(store.engine))
-    manager = ToolManager(store, clock, instance_id, confirmation_ttl)
+    manager = ToolManager(
+        store, clock, instance_id, confirmation_ttl, allow_self_approval=allow_self_approval
+    )
+    lease = InstanceLease(store, instance_id, lease_ttl_s)
+    sweeper = RecoverySweeper(store, clock)
     handler = SyscallHandler(
         store=store,
         plans=plans,
         authorization=ToolAuthorizationService(policy, clock),
         manager=manager,
         outbox=IntentOutboxService(audit_sink or PgAuditSink(store.fingerprint), store.fingerprint),
-        effects=EffectDispatcher(instance_id, tool_timeout_s),
+        effects=EffectDispatcher(instance_id, tool_timeout_s, store.fast.mark_started),
         clock=clock,
-        instance_id=instance_id,
+        lease=lease,
+        settlement=Settlement(
+            store=store, fast=store.fast, clock=clock, attempts=5, sweeper=sweeper
+        ),
         production=production,
         fast=store.fast,
         # The PostgreSQL sink is fused into the one-statement admission; any
@@ -90,7 +119,13 @@ def compose_lifecycle(
         fast_admission=audit_sink is None,
     )
     return Lifecycle(
-        plans=plans, handler=handler, manager=manager, replay=ReplayService(store), policy=policy
+        plans=plans,
+        handler=handler,
+        manager=manager,
+        replay=ReplayService(store),
+        policy=policy,
+        lease=lease,
+        sweeper=sweeper,
     )
 
 
@@ -117,11 +152,11 @@ class Kernel:
         return PgKeyStore(self.store.engine, self.store.fast)
 
     async def start(self) -> None:
-        """Settle what earlier lives left behind, then hold this instance's lease
-        and keep sweeping (DESIGN §6)."""
+        """Claim this process's lease, settle what earlier lives left behind, and
+        keep beating and sweeping (DESIGN §6). Nothing is admitted before this."""
         self.recovery = RecoveryRuntime(
-            InstanceLease(self.store, self.instance_id, self.settings.lease_ttl_s),
-            RecoverySweeper(self.store, SystemClock()),
+            self.lifecycle.lease,
+            self.lifecycle.sweeper,
             sweep_interval_s=self.settings.sweep_interval_s,
         )
         await self.recovery.start()
@@ -138,9 +173,53 @@ class Kernel:
         await self.store.close()
 
 
+class AuditConfig(BaseModel):
+    """The ``[audit]`` section: which :class:`AuditSink` records intents."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    sink: str | None = None
+    """``package.module:factory``, called with an :class:`AuditHost`; unset: the
+    built-in PostgreSQL sink."""
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+def parse_audit_config(raw: Mapping[str, Any]) -> AuditConfig:
+    try:
+        return AuditConfig.model_validate(dict(raw))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise ConfigurationError(f"[audit] {where}: {first['msg']}") from None
+
+
+def load_audit_sink(config: AuditConfig, store_fingerprint: str) -> AuditSink | None:
+    """The deployment's audit sink, or None for the built-in one (DESIGN §1)."""
+    if config.sink is None:
+        return None
+    factory = load_object(config.sink, "audit")
+    if not callable(factory):
+        raise ConfigurationError(f"[audit] sink {config.sink!r} is not callable")
+    host = AuditHost(
+        store_fingerprint=store_fingerprint,
+        default=PgAuditSink(store_fingerprint),
+        options=config.options,
+    )
+    try:
+        sink = factory(host)
+    except ArvisError:
+        raise
+    except Exception as exc:  # start-up boundary: the operator sees the text
+        raise ConfigurationError(f"[audit] sink {config.sink!r} failed: {exc!r}") from exc
+    if not callable(getattr(sink, "record", None)):
+        raise ConfigurationError(f"[audit] sink {config.sink!r} returned no audit sink")
+    return cast(AuditSink, sink)
+
+
 def load_tools(settings: Settings, file_config: FileConfig, http: httpx.AsyncClient) -> list[Tool]:
     """The declared tool set: application factories over built-in fallbacks."""
-    return build_tool_set(settings, file_config, ToolHost.from_settings(settings, http))
+    host = ToolHost.from_settings(settings, http, environ=os.environ)
+    return build_tool_set(settings, file_config, host)
 
 
 async def check_deployment(settings: Settings) -> None:
@@ -154,6 +233,9 @@ async def check_deployment(settings: Settings) -> None:
         ToolDispatcher(load_tools(settings, file_config, http))
     parse_policy_config(file_config.policy)
     parse_confirmations_config(file_config.confirmations)
+    audit = parse_audit_config(file_config.audit)
+    if audit.sink is not None:
+        load_object(audit.sink, "audit")
     if file_config.provider:
         from arvis.providers.config import load_provider_config
 
@@ -172,11 +254,18 @@ async def build_kernel(settings: Settings | None = None) -> Kernel:
     try:
         tools = load_tools(settings, file_config, http)
         policy = RulePolicy(parse_policy_config(file_config.policy))
-        ttl_s = parse_confirmations_config(file_config.confirmations).ttl_s
+        confirmations = parse_confirmations_config(file_config.confirmations)
+        audit = parse_audit_config(file_config.audit)
         target = resolve_database(settings.database_url, settings.data_dir)
         store = await PgStore.open(target.url)
     except BaseException:
         await http.aclose()
+        raise
+    try:
+        audit_sink = load_audit_sink(audit, store.fingerprint)
+    except BaseException:
+        await http.aclose()
+        await store.close()
         raise
     instance_id = InstanceId(settings.instance_id) if settings.instance_id else new_instance_id()
     lifecycle = compose_lifecycle(
@@ -185,7 +274,10 @@ async def build_kernel(settings: Settings | None = None) -> Kernel:
         policy=policy,
         instance_id=instance_id,
         tool_timeout_s=settings.tool_timeout_s,
-        confirmation_ttl=timedelta(seconds=ttl_s),
+        audit_sink=audit_sink,
+        confirmation_ttl=timedelta(seconds=confirmations.ttl_s),
+        allow_self_approval=confirmations.allow_self_approval,
+        lease_ttl_s=settings.lease_ttl_s,
         production=settings.env is Environment.PRODUCTION,
     )
     return Kernel(

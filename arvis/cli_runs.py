@@ -28,7 +28,9 @@ TenantOption = Annotated[str, typer.Option(help="The tenant whose run this is.")
 RunArgument = Annotated[str, typer.Argument(help="The run id.")]
 
 
-def _with_kernel(use: Callable[[Kernel], Awaitable[T]]) -> T:
+def _with_kernel(use: Callable[[Kernel], Awaitable[T]], *, admits: bool = False) -> T:
+    """Build a kernel, use it, close it. A command that ``admits`` syscalls first
+    claims a lease and settles what earlier lives left (DESIGN §6), like ``serve``."""
     settings = settings_or_exit()
 
     async def main() -> T:
@@ -37,6 +39,8 @@ def _with_kernel(use: Callable[[Kernel], Awaitable[T]]) -> T:
         except ArvisError as exc:
             fail(exc.message)
         try:
+            if admits:
+                await kernel.start()
             return await use(kernel)
         except ArvisError as exc:
             fail(exc.message)
@@ -202,7 +206,7 @@ def turn(
             on_text=None if json_out else lambda text: typer.echo(text, nl=False),
         )
 
-    results = _with_kernel(use)
+    results = _with_kernel(use, admits=True)
     if json_out:
         emit_json([r.model_dump(mode="json") for r in results])
         return

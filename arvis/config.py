@@ -8,6 +8,8 @@ module stays ignorant of tools, policies and providers.
 
 from __future__ import annotations
 
+import importlib
+import re
 import tomllib
 from enum import StrEnum
 from pathlib import Path
@@ -101,6 +103,7 @@ class FileConfig(BaseModel):
     policy: dict[str, Any] = Field(default_factory=dict)
     provider: dict[str, Any] = Field(default_factory=dict)
     confirmations: dict[str, Any] = Field(default_factory=dict)
+    audit: dict[str, Any] = Field(default_factory=dict)
 
 
 def load_settings() -> Settings:
@@ -130,3 +133,26 @@ def load_file_config(settings: Settings) -> FileConfig:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
         raise ConfigurationError(f"{path}: [{where}] {first['msg']}") from None
+
+
+OBJECT_SPEC = re.compile(
+    r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_.]*$"
+)
+
+
+def load_object(spec: str, section: str) -> Any:
+    """Import ``package.module:attr`` named in ``arvis.toml`` — exactly that, nothing
+    scanned. A bad spec, a failed import or a missing attribute stops start-up with
+    one line naming the section."""
+    if not OBJECT_SPEC.fullmatch(spec):
+        raise ConfigurationError(f"[{section}] {spec!r} must be 'package.module:attribute'")
+    module_name, _, attribute = spec.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigurationError(f"[{section}] {spec!r}: cannot import: {exc}") from exc
+    for part in attribute.split("."):
+        target = getattr(target, part, None)
+    if target is None:
+        raise ConfigurationError(f"[{section}] {spec!r}: no {attribute!r} there")
+    return target

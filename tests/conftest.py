@@ -1,1 +1,1 @@
-pytest_plugins = ["tests.support.postgres"]
+pytest_plugins = ["tests.support.postgres", "tests.support.wheel"]

@@ -23,12 +23,14 @@ STATUS_BY_CODE: dict[str, int] = {
     "validation_error": 422,
     "unauthenticated": 401,
     "forbidden_role": 403,
+    "self_approval": 403,
     "not_found": 404,
     "method_not_allowed": 405,
     "payload_invalid": 422,
     "attempt_in_flight": 409,
     "conflict": 409,
     "causal_id_conflict": 409,
+    "chain_broken": 409,
     "journal_conflict": 409,
     "capability_state_conflict": 409,
     "integrity_conflict": 409,
@@ -48,6 +50,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "plan_error": 503,
     "schema_not_ready": 503,
     "shutting_down": 503,
+    "lease_not_held": 503,
     "request_timeout": 503,
     "too_many_connections": 503,
     "internal_error": 500,
@@ -58,12 +61,14 @@ TITLES: dict[str, str] = {
     "validation_error": "Invalid request",
     "unauthenticated": "Authentication required",
     "forbidden_role": "Role not allowed",
+    "self_approval": "The requester may not approve their own request",
     "not_found": "Not found",
     "method_not_allowed": "Method not allowed",
     "payload_invalid": "Payload is not plain JSON",
     "attempt_in_flight": "An attempt of this action is in flight",
     "conflict": "Conflict",
     "causal_id_conflict": "Causal id already names another decision",
+    "chain_broken": "The run's journal does not verify; nothing was replayed",
     "journal_conflict": "A different result is already journaled for this attempt",
     "capability_state_conflict": "The capability is not in the state this step needs",
     "integrity_conflict": "A concurrent write conflicts with this one",
@@ -83,6 +88,7 @@ TITLES: dict[str, str] = {
     "plan_error": "Tool plan error",
     "schema_not_ready": "Store not migrated",
     "shutting_down": "Shutting down",
+    "lease_not_held": "This instance holds no live lease; nothing ran",
     "request_timeout": "No answer within the request deadline",
     "too_many_connections": "Too many connections",
     "internal_error": "Internal error",
@@ -112,7 +118,11 @@ def problem(code: str, detail: str, *, status: int | None = None, **extra: Any) 
 
 
 def problem_for(error: ArvisError) -> JSONResponse:
-    return problem(error.code, error.message)
+    extra: dict[str, Any] = {}
+    broken_at = getattr(error, "broken_at", None)
+    if isinstance(broken_at, int):
+        extra["broken_at"] = broken_at
+    return problem(error.code, error.message, **extra)
 
 
 def error_response(exc: Exception) -> JSONResponse:

@@ -66,6 +66,8 @@ class ReplayOut(_Out):
     run_id: str
     results: list[SyscallResult]
     """The latest recorded result of each causal id, in the order first settled."""
+    next_after: int | None = None
+    """Pass as ``after`` for the next page; null on the last page."""
 
 
 class ConfirmationOut(_Out):

@@ -32,8 +32,11 @@ class DenialReason(StrEnum):
         """Whether this refusal is an attempt of the action.
 
         Refusals about the decision itself (policy, schema, consent) are attempts:
-        a later retry is admitted afresh. Refusals that apply the retry table, or
-        that name another decision, are not: they must not reset what the table saw.
+        a later retry is admitted afresh. Refusals that apply the retry table, that
+        name another decision, or that turn away another principal's post of a
+        consented decision are not: they must not reset what the table saw (a
+        stranger's refused post after an uncertain outcome must never make the
+        requester's next post look retry-free).
         """
         return self not in _NOT_ATTEMPTS
 
@@ -43,6 +46,7 @@ _NOT_ATTEMPTS = frozenset(
         DenialReason.RETRY_NOT_ADVISED,
         DenialReason.RETRY_PROHIBITED_UNCERTAIN,
         DenialReason.CAUSAL_ID_CONFLICT,
+        DenialReason.IDENTITY_MISMATCH,
     }
 )
 

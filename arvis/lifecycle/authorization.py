@@ -117,6 +117,18 @@ class ToolAuthorizationService:
                 action,
             )
 
+        # Consent is bound to the principal that asked for it, in every state of the
+        # confirmation (DESIGN §4): whoever else posts this decision is refused
+        # before the retry table, a dedupe or a re-ask could act on that consent.
+        confirmation = await uow.confirmations.get(identity.tenant_id, key, for_update=True)
+        if confirmation is not None and not confirmation.requested_for(
+            identity.tenant_id, identity.principal_id
+        ):
+            return refuse(
+                DenialReason.IDENTITY_MISMATCH,
+                "consent for this action was asked by another principal; only that "
+                "principal may proceed under it",
+            )
         earlier = _apply_retry_table(action, definition)
         if earlier is not None:
             if isinstance(earlier, DenialReason):
@@ -141,7 +153,10 @@ class ToolAuthorizationService:
             plan_id=request.plan_id,
             instance_id=request.instance_id,
         )
-        decision = self.policy.evaluate(context, definition, request.payload)
+        destination = request.plan.destination(request.tool)
+        decision = self.policy.evaluate(
+            context, definition, request.payload, destination=destination
+        )
         if not decision.allowed:
             assert decision.reason is not None
             return Refuse(
@@ -156,9 +171,7 @@ class ToolAuthorizationService:
                 action,
             )
 
-        confirmation: ConfirmationRecord | None = None
         if decision.consent_required:
-            confirmation = await uow.confirmations.get(identity.tenant_id, key, for_update=True)
             gate = await self._consent_gate(uow, action, context, confirmation)
             if gate is not None:
                 if isinstance(gate, DenialReason):
@@ -173,9 +186,19 @@ class ToolAuthorizationService:
             attempt=action.attempts + 1,
             policy_version=decision.policy_version,
             policy_digest=decision.policy_digest,
-            confirmation_id=None if confirmation is None else confirmation.confirmation_id,
+            confirmation_id=(
+                confirmation.confirmation_id
+                if confirmation is not None and decision.consent_required
+                else None
+            ),
         )
-        reserve = confirmation if confirmation and confirmation.state == "APPROVED" else None
+        reserve = (
+            confirmation
+            if confirmation is not None
+            and decision.consent_required
+            and confirmation.state == "APPROVED"
+            else None
+        )
         return Proceed(snapshot, action, reserve)
 
     def schema_problem(self, definition: ToolDefinition, value: Any) -> str | None:

@@ -59,3 +59,23 @@ class ConfirmationStateConflict(ArvisError):
     """The confirmation is not in a state that allows this transition."""
 
     code = "conflict"
+
+
+class SelfApproval(ArvisError):
+    """An approver tried to approve their own request (four eyes, DESIGN §4)."""
+
+    code = "self_approval"
+
+
+class ChainBroken(ArvisError):
+    """A run's journal does not verify: replay refuses to hand it to anyone."""
+
+    code = "chain_broken"
+
+    def __init__(self, run_id: str, position: int, reason: str) -> None:
+        super().__init__(
+            f"the journal of run {run_id!r} is broken at position {position} ({reason}); "
+            "nothing was replayed"
+        )
+        self.broken_at = position
+        self.reason = reason

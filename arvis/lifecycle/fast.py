@@ -30,8 +30,12 @@ from arvis.domain.ids import (
 )
 from arvis.domain.payload import FrozenEffectPayload
 from arvis.lifecycle.authorization import ToolAuthorizationService
+from arvis.lifecycle.effects import not_dispatched
+from arvis.lifecycle.errors import InvalidReceipt
 from arvis.lifecycle.manager import ToolManager
+from arvis.lifecycle.outbox import IntentOutboxService
 from arvis.lifecycle.ports import FastPath
+from arvis.tools.outcome import DispatchOutcome
 from arvis.tools.plans import PlanLease
 
 # Runs are bound to a plan for ever, so the binding can be remembered; bounded
@@ -46,6 +50,9 @@ class Admitted:
     intent: Intent
     receipt: AuditReceipt
     lease: PlanLease
+    blocked: DispatchOutcome | None = None
+    """Set when the attempt was admitted but must not run (its receipt failed the
+    check after the commit): it is journaled with this outcome instead."""
 
 
 class FastAdmission:
@@ -54,14 +61,12 @@ class FastAdmission:
         fast: FastPath,
         authorization: ToolAuthorizationService,
         manager: ToolManager,
-        instance_id: InstanceId,
-        store_fingerprint: str,
+        outbox: IntentOutboxService,
     ) -> None:
         self.fast = fast
         self.authorization = authorization
         self.manager = manager
-        self.instance_id = instance_id
-        self.store_fingerprint = store_fingerprint
+        self.outbox = outbox
         self._run_plans: dict[tuple[TenantId, RunId], PlanId] = {}
 
     async def try_admit(
@@ -75,6 +80,7 @@ class FastAdmission:
         lease: PlanLease,
         capability_id: str,
         intent_id: str,
+        instance_id: InstanceId,
     ) -> Admitted | None:
         """Admit in one statement, or None: take the general path."""
         plan = lease.plan
@@ -96,9 +102,12 @@ class FastAdmission:
             run_id=run_id,
             causal_id=causal_id,
             plan_id=plan.plan_id,
-            instance_id=self.instance_id,
+            instance_id=instance_id,
         )
-        decision = self.authorization.policy.evaluate(context, definition, payload)
+        destination = plan.destination(tool)
+        decision = self.authorization.policy.evaluate(
+            context, definition, payload, destination=destination
+        )
         if not decision.allowed or decision.consent_required:
             return None
         intent = Intent(
@@ -128,7 +137,7 @@ class FastAdmission:
             payload_text=payload.canonical.decode(),
             commitment=commitment,
             context_json=context.model_dump_json(),
-            instance_id=self.instance_id,
+            instance_id=instance_id,
         )
         if answer.status == "plan_mismatch":
             self._remember(run_key, PlanId(answer.run_plan or ""))
@@ -142,8 +151,15 @@ class FastAdmission:
             run_id=run_id,
             causal_id=causal_id,
             position=answer.receipt_position,
-            store_fingerprint=self.store_fingerprint,
+            store_fingerprint=self.outbox.store_fingerprint,
         )
+        # The same check as every other receipt's. It runs after the commit, so a
+        # failure here cannot undo the admission; it stops the tool from running,
+        # and the attempt is journaled as not started.
+        try:
+            self.outbox.check(receipt, intent)
+        except InvalidReceipt as exc:
+            return Admitted(intent, receipt, lease, blocked=not_dispatched(exc.code, exc.message))
         return Admitted(intent, receipt, lease)
 
     def _remember(self, run_key: tuple[TenantId, RunId], plan_id: PlanId) -> None:

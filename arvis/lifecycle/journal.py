@@ -11,6 +11,7 @@ verification never trusts the database's arithmetic.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -19,7 +20,7 @@ from arvis.domain.artifacts import GENESIS_HASH, as_utc
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.canonical import canonical_bytes
 from arvis.domain.ids import ConfirmationId, IdempotencyKey, IntentId, RunId, TenantId
-from arvis.lifecycle.ports import JournalEntry, LifecycleStore, LifecycleUnitOfWork
+from arvis.lifecycle.ports import ChainRow, JournalEntry, LifecycleStore, LifecycleUnitOfWork
 
 VERIFY_PAGE = 5000
 HASH_VERSION = "arvis-journal-v1"
@@ -152,46 +153,67 @@ class VerifyReport:
     reason: str | None = None
 
 
-async def verify(store: LifecycleStore, tenant_id: TenantId, run_id: RunId) -> VerifyReport:
-    """Recompute the run's chain; name the first position where it breaks."""
+ChainVisitor = Callable[[ChainRow], None]
+
+
+async def walk(
+    uow: LifecycleUnitOfWork,
+    tenant_id: TenantId,
+    run_id: RunId,
+    visit: ChainVisitor | None = None,
+) -> VerifyReport:
+    """Recompute the run's chain page by page, handing each verified row to ``visit``;
+    name the first position where it breaks. Raises LookupError for no such run.
+
+    A row is handed on only after it verified, so a visitor never sees an entry
+    that is not part of an intact prefix; the caller must still look at the report
+    before trusting what it collected (the break may come later, or at the end).
+    """
+    run = await uow.runs.get(tenant_id, run_id)
+    if run is None:
+        raise LookupError(run_id)
     expected_prev = GENESIS_HASH
     expected_position = 1
     count = 0
     after = 0
-    async with store.unit_of_work() as uow:
-        run = await uow.runs.get(tenant_id, run_id)
-        if run is None:
-            raise LookupError(run_id)
-        while True:
-            rows = await uow.journal.chain(run_id, tenant_id, after, VERIFY_PAGE)
-            for row in rows:
-                position, prev, stored, kind, causal, key, attempt, intent, boundary = row[:9]
-                if position != expected_position:
-                    return VerifyReport(False, count, expected_position, "entry missing")
-                if prev != expected_prev:
-                    return VerifyReport(False, count, position, "prev_hash does not link")
-                computed = chain_hash(
-                    prev_hash=prev,
-                    tenant_id=tenant_id,
-                    run_id=run_id,
-                    position=position,
-                    kind=kind,
-                    causal_id=causal,
-                    idempotency_key=key,
-                    attempt=attempt,
-                    intent_id=intent,
-                    boundary=boundary,
-                    recorded_at=recorded_text(row[9]),
-                    body_text=row[10],
-                )
-                if computed != stored:
-                    return VerifyReport(False, count, position, "entry altered")
-                expected_prev = stored
-                expected_position += 1
-                count += 1
-            if len(rows) < VERIFY_PAGE:
-                break
-            after = rows[-1][0]
+    while True:
+        rows = await uow.journal.chain(run_id, tenant_id, after, VERIFY_PAGE)
+        for row in rows:
+            position, prev, stored, kind, causal, key, attempt, intent, boundary = row[:9]
+            if position != expected_position:
+                return VerifyReport(False, count, expected_position, "entry missing")
+            if prev != expected_prev:
+                return VerifyReport(False, count, position, "prev_hash does not link")
+            computed = chain_hash(
+                prev_hash=prev,
+                tenant_id=tenant_id,
+                run_id=run_id,
+                position=position,
+                kind=kind,
+                causal_id=causal,
+                idempotency_key=key,
+                attempt=attempt,
+                intent_id=intent,
+                boundary=boundary,
+                recorded_at=recorded_text(row[9]),
+                body_text=row[10],
+            )
+            if computed != stored:
+                return VerifyReport(False, count, position, "entry altered")
+            if visit is not None:
+                visit(row)
+            expected_prev = stored
+            expected_position += 1
+            count += 1
+        if len(rows) < VERIFY_PAGE:
+            break
+        after = rows[-1][0]
     if count != run.journal_length or expected_prev != run.journal_head:
         return VerifyReport(False, count, count + 1, "entries missing at the end of the chain")
     return VerifyReport(True, count, None)
+
+
+async def verify(store: LifecycleStore, tenant_id: TenantId, run_id: RunId) -> VerifyReport:
+    """Recompute the run's chain; name the first position where it breaks."""
+    async with store.unit_of_work() as uow:
+        return await walk(uow, tenant_id, run_id)

@@ -17,8 +17,14 @@ from arvis.domain.errors import ForbiddenRoute
 from arvis.domain.identity import Identity
 from arvis.domain.ids import CapabilityId, ConfirmationId, TenantId
 from arvis.domain.payload import FrozenEffectPayload
+from arvis.lifecycle import journal
 from arvis.lifecycle.authorization import AwaitConsent, Proceed
-from arvis.lifecycle.errors import CapabilityError, ConfirmationStateConflict, NotFound
+from arvis.lifecycle.errors import (
+    CapabilityError,
+    ConfirmationStateConflict,
+    NotFound,
+    SelfApproval,
+)
 from arvis.lifecycle.ports import ConfirmationRecord, LifecycleStore, LifecycleUnitOfWork
 
 DEFAULT_CONFIRMATION_TTL = timedelta(hours=24)
@@ -34,11 +40,14 @@ class ToolManager:
         clock: Clock,
         manager_id: str,
         confirmation_ttl: timedelta = DEFAULT_CONFIRMATION_TTL,
+        *,
+        allow_self_approval: bool = False,
     ) -> None:
         self.store = store
         self.clock = clock
         self.manager_id = manager_id
         self.confirmation_ttl = confirmation_ttl
+        self.allow_self_approval = allow_self_approval
         self._minted: dict[CapabilityId, None] = {}
 
     # -- capabilities -------------------------------------------------------
@@ -117,6 +126,7 @@ class ToolManager:
             context=context.model_dump(mode="json"),
             decided_by=None,
             decision_reason=None,
+            decided_at=None,
             expires_at=now + self.confirmation_ttl,
             created_at=now,
         )
@@ -125,13 +135,14 @@ class ToolManager:
     async def approve(
         self, approver: Identity, confirmation_id: ConfirmationId
     ) -> ConfirmationRecord:
-        """PENDING → APPROVED, recorded with the approver's identity."""
+        """PENDING → APPROVED, by someone other than the requester unless the
+        deployment allows self-approval; recorded with the approver's identity."""
         return await self._decide(approver, confirmation_id, "APPROVED", None)
 
     async def deny(
         self, approver: Identity, confirmation_id: ConfirmationId, reason: str | None
     ) -> ConfirmationRecord:
-        """PENDING or APPROVED → DENIED."""
+        """PENDING or APPROVED → DENIED. A requester may withdraw their own request."""
         return await self._decide(approver, confirmation_id, "DENIED", reason)
 
     async def _decide(
@@ -144,7 +155,8 @@ class ToolManager:
             )
             if current is None:
                 raise NotFound(f"no confirmation {confirmation_id}")
-            if current.state in ("PENDING", "APPROVED") and current.expires_at <= self.clock.now():
+            now = self.clock.now()
+            if current.state in ("PENDING", "APPROVED") and current.expires_at <= now:
                 await uow.confirmations.transition(
                     approver.tenant_id, confirmation_id, (current.state,), "EXPIRED"
                 )
@@ -154,6 +166,14 @@ class ToolManager:
                 raise ConfirmationStateConflict(
                     f"confirmation {confirmation_id} is {current.state}; cannot become {to}"
                 )
+            if (
+                to == "APPROVED"
+                and not self.allow_self_approval
+                and approver.same_principal(current.tenant_id, current.requested_by)
+            ):
+                raise SelfApproval(
+                    "the requester of this action may not approve it; another approver must"
+                )
             await uow.confirmations.transition(
                 approver.tenant_id,
                 confirmation_id,
@@ -161,6 +181,31 @@ class ToolManager:
                 to,
                 decided_by=f"{approver.principal_id} ({approver.method}:{approver.key_id or '-'})",
                 reason=reason,
+                decided_at=now,
+            )
+            await journal.append(
+                uow,
+                tenant_id=current.tenant_id,
+                run_id=current.run_id,
+                kind="confirmation",
+                causal_id=current.causal_id,
+                idempotency_key=current.idempotency_key,
+                attempt=None,
+                intent_id=None,
+                boundary=None,
+                body={
+                    "confirmation_id": confirmation_id,
+                    "decision": to,
+                    "tool": current.tool,
+                    "requested_by": current.requested_by,
+                    "decided_by": {
+                        "principal_id": approver.principal_id,
+                        "auth_method": approver.method,
+                        "key_id": approver.key_id,
+                    },
+                    "reason": reason,
+                },
+                recorded_at=now,
             )
             updated = await uow.confirmations.by_id(
                 approver.tenant_id, confirmation_id, for_update=False

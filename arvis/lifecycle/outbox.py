@@ -30,10 +30,11 @@ class IntentOutboxService:
         except Exception as exc:
             log.exception("audit sink failed for intent %s", intent.intent_id)
             raise AuditSinkFailure("the audit sink failed; nothing was run") from exc
-        self._check(receipt, intent)
+        self.check(receipt, intent)
         return receipt
 
-    def _check(self, receipt: AuditReceipt, intent: Intent) -> None:
+    def check(self, receipt: AuditReceipt, intent: Intent) -> None:
+        """Refuse a receipt that does not name exactly this intent in this store."""
         if not isinstance(receipt, AuditReceipt):
             raise InvalidReceipt("the audit sink answered something that is not a receipt")
         problems = []

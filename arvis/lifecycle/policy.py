@@ -16,17 +16,26 @@ allow_tools = ["echo", "files.read"]
 ```
 
 Default, with no ``[policy]``: every tool may run, ``process.execute`` and
-``environment.write`` tools are refused, ``network.access`` tools may reach no
-host, and every ``mutating`` + ``unsafe`` tool needs consent.
+``environment.write`` tools are refused, network tools may reach no host, and
+every ``mutating`` + ``unsafe`` tool needs consent.
+
+The egress gate checks the host a call will really reach. A tool with a fixed
+destination (a declared HTTP tool's ``url``, as exposed by the dispatcher that
+will run it) is checked by that host, read-only or not; any other tool holding
+``network.access`` is checked by the host of its payload's ``url``. Hosts are
+compared exactly after normalisation (:func:`egress_host`); a URL whose host
+cannot be read unambiguously is refused.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import ipaddress
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from arvis.domain.authorization import DenialReason, PolicyDecision
 from arvis.domain.canonical import canonical_bytes, sha256_hex
@@ -46,7 +55,15 @@ class ToolPolicy(Protocol):
         context: AuthorizedEffectContext,
         definition: ToolDefinition,
         payload: FrozenEffectPayload,
-    ) -> PolicyDecision: ...
+        *,
+        destination: str | None,
+    ) -> PolicyDecision:
+        """Decide one call.
+
+        ``destination`` is the URL the tool reaches whatever its payload says
+        (``ToolPlan.destination``), or None when the tool has no fixed one.
+        """
+        ...
 
 
 class TenantRules(BaseModel):
@@ -60,10 +77,24 @@ class TenantRules(BaseModel):
     allow_capabilities: list[str] = Field(default_factory=list)
     """Gated capabilities (process.execute, environment.write) this tenant may use."""
     egress_hosts: list[str] = Field(default_factory=list)
-    """Hosts network.access tools may reach; ``*.example.org`` matches subdomains."""
+    """Hosts network tools may reach; ``*.example.org`` matches subdomains, ``*`` any host.
+
+    Host names only: no scheme, port, path or userinfo; any port of an allowed host is allowed.
+    """
     consent_tools: list[str] = Field(default_factory=list)
     no_consent_tools: list[str] = Field(default_factory=list)
     consent_for_mutating_unsafe: bool = True
+
+    @field_validator("egress_hosts")
+    @classmethod
+    def _hosts(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            if _normalise_pattern(pattern) is None:
+                raise ValueError(
+                    f"{pattern!r} is not a host name, an IP address, '*.domain' or '*' "
+                    "(no scheme, port, path or userinfo)"
+                )
+        return patterns
 
 
 class PolicyConfig(BaseModel):
@@ -83,6 +114,8 @@ class ConfirmationsConfig(BaseModel):
 
     ttl_s: float = Field(default=24 * 3600, gt=0, le=365 * 24 * 3600)
     """A confirmation expires this long after it was requested."""
+    allow_self_approval: bool = False
+    """Let a principal approve its own request. Off: four eyes (DESIGN §4)."""
 
 
 def parse_confirmations_config(raw: Mapping[str, Any]) -> ConfirmationsConfig:
@@ -111,6 +144,13 @@ class RulePolicy:
         self.config = config or PolicyConfig()
         self.version = self.config.version
         self.digest = sha256_hex(canonical_bytes(self.config.model_dump(mode="json")))
+        # The config keeps the operator's spelling (it is what the digest covers);
+        # matching uses the normalised form, computed once.
+        self._default_egress = _normalised_patterns(self.config.default.egress_hosts)
+        self._tenant_egress = {
+            tenant: _normalised_patterns(rules.egress_hosts)
+            for tenant, rules in self.config.tenants.items()
+        }
 
     def _rules(self, tenant_id: str) -> TenantRules:
         return self.config.tenants.get(tenant_id, self.config.default)
@@ -120,6 +160,8 @@ class RulePolicy:
         context: AuthorizedEffectContext,
         definition: ToolDefinition,
         payload: FrozenEffectPayload,
+        *,
+        destination: str | None,
     ) -> PolicyDecision:
         rules = self._rules(context.tenant_id)
         name = definition.name
@@ -135,19 +177,42 @@ class RulePolicy:
                     DenialReason.CAPABILITY_DENIED,
                     f"tool {name!r} needs capability {gated!r}, which policy does not allow",
                 )
-        if "network.access" in definition.capabilities:
-            host = _destination_host(payload.value)
-            if host is None or not _host_allowed(host, rules.egress_hosts):
-                shown = host or "an undeclared host"
+        # A fixed destination is where the call goes, network.access or not: a
+        # payload `url` sent to that endpoint is data, not a second destination.
+        if destination is not None:
+            denial = self._egress(context.tenant_id, destination, f"tool {name!r}'s endpoint")
+            if denial is not None:
+                return denial
+        elif "network.access" in definition.capabilities:
+            url = payload.value.get("url") if isinstance(payload.value, dict) else None
+            if not isinstance(url, str):
                 return self._deny(
-                    DenialReason.EGRESS_DENIED, f"egress to {shown} is not on the allow list"
+                    DenialReason.EGRESS_DENIED,
+                    f"tool {name!r} needs network access and its payload names no url",
                 )
+            denial = self._egress(context.tenant_id, url, "the payload's url")
+            if denial is not None:
+                return denial
         return PolicyDecision(
             allowed=True,
             consent_required=_needs_consent(definition, rules),
             policy_version=self.version,
             policy_digest=self.digest,
         )
+
+    def _egress(self, tenant_id: str, url: str, what: str) -> PolicyDecision | None:
+        patterns = self._tenant_egress.get(tenant_id, self._default_egress)
+        host = egress_host(url)
+        if host is None:
+            # The text is never echoed: a URL may carry userinfo or a token.
+            return self._deny(
+                DenialReason.EGRESS_DENIED, f"the host of {what} cannot be read unambiguously"
+            )
+        if not host_allowed(host, patterns):
+            return self._deny(
+                DenialReason.EGRESS_DENIED, f"egress to {host} ({what}) is not on the allow list"
+            )
+        return None
 
     def _deny(self, reason: DenialReason, detail: str) -> PolicyDecision:
         return PolicyDecision(
@@ -171,25 +236,100 @@ def _needs_consent(definition: ToolDefinition, rules: TenantRules) -> bool:
     )
 
 
-def _destination_host(payload: Any) -> str | None:
-    """The host a network tool's payload names in its ``url`` field, if any."""
-    if not isinstance(payload, dict):
-        return None
-    url = payload.get("url")
-    if not isinstance(url, str):
+# A last label that is a number makes WHATWG clients read the host as IPv4
+# (``127.1``, ``0x7f.1``, ``2130706433``): refused rather than guessed.
+_NUMERIC_LABEL = re.compile(r"^(?:[0-9]+|0x[0-9a-f]*)$")
+_DNS_LABEL = re.compile(r"^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$")
+_UNSAFE_URL_CHARS = re.compile(r"[\s\x00-\x1f\x7f\\]")
+
+
+def egress_host(url: str) -> str | None:
+    """The normalised host ``url`` reaches, or None when it cannot be read unambiguously.
+
+    Refused (None): no authority, userinfo (``http://api.example.com@evil.test/``
+    reaches evil.test, and parsers disagree on what ``\\`` or a second ``@``
+    means, so ARVIS takes no side), whitespace, control characters or a
+    backslash anywhere, a malformed port. The port is not part of the host.
+    """
+    if _UNSAFE_URL_CHARS.search(url):
         return None
     try:
-        host = urlsplit(url).hostname
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 -- raises on a malformed port
     except ValueError:
         return None
-    return host.lower() if host else None
+    if not parts.netloc or "@" in parts.netloc or parts.hostname is None:
+        return None
+    return normalise_host(parts.hostname)
 
 
-def _host_allowed(host: str, allowed: list[str]) -> bool:
-    for pattern in allowed:
-        pattern = pattern.lower()
-        if pattern == "*" or pattern == host:
-            return True
-        if pattern.startswith("*.") and host.endswith(pattern[1:]):
-            return True
-    return False
+def normalise_host(host: str) -> str | None:
+    """``host`` as egress rules compare it, or None when it is not a usable host.
+
+    IP literals in their canonical text (``[::FFFF:1]`` → ``::ffff:1``); DNS names
+    lowercased, one trailing dot dropped, internationalised names as their
+    ASCII (``xn--``) form. A non-ASCII name whose encoding differs between
+    IDNA 2003 and 2008 (``faß.de`` is ``fass.de`` to one and ``xn--fa-hia.de``
+    to the other), or that is not in its canonical Unicode form, is refused:
+    the two would be checked as one host and reached as another.
+    """
+    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        return str(ipaddress.ip_address(bare))
+    except ValueError:
+        pass
+    name = bare.lower()
+    if name.endswith("."):
+        name = name[:-1]
+    if not name.isascii():
+        try:
+            encoded = name.encode("idna").decode("ascii")
+            if encoded.encode("ascii").decode("idna") != name:
+                return None
+        except UnicodeError:
+            return None
+        name = encoded
+    labels = name.split(".")
+    if len(name) > 253 or not all(_DNS_LABEL.match(label) for label in labels):
+        return None
+    if _NUMERIC_LABEL.match(labels[-1]):
+        return None
+    return name
+
+
+def _normalise_pattern(pattern: str) -> str | None:
+    if pattern == "*":
+        return pattern
+    if pattern.startswith("*."):
+        suffix = normalise_host(pattern[2:])
+        if suffix is None or _is_ip(suffix):
+            return None
+        return "*." + suffix
+    return normalise_host(pattern)
+
+
+def _normalised_patterns(patterns: Sequence[str]) -> frozenset[str]:
+    normalised = (_normalise_pattern(pattern) for pattern in patterns)
+    return frozenset(pattern for pattern in normalised if pattern is not None)
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def host_allowed(host: str, patterns: frozenset[str]) -> bool:
+    """Whether normalised ``host`` matches one of the normalised ``patterns``.
+
+    Exact match, ``*`` for any host, and ``*.example.org`` for strict subdomains
+    of example.org (not example.org itself, never an IP address).
+    """
+    if "*" in patterns or host in patterns:
+        return True
+    if _is_ip(host):
+        return False
+    labels = host.split(".")
+    return any("*." + ".".join(labels[i:]) in patterns for i in range(1, len(labels)))

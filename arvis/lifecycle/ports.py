@@ -76,8 +76,24 @@ class ConfirmationRecord:
     context: dict[str, Any]
     decided_by: str | None
     decision_reason: str | None
+    decided_at: datetime | None
     expires_at: datetime
     created_at: datetime
+
+    @property
+    def requested_by(self) -> str:
+        """The principal the consent was asked for (sealed in its context)."""
+        return str(self.context.get("principal_id", ""))
+
+    def requested_for(self, tenant_id: str, principal_id: str) -> bool:
+        """True when this consent was asked by that principal of that tenant.
+
+        Consent is bound to its requester in every state (DESIGN §4).
+        """
+        return (
+            str(self.context.get("tenant_id", "")) == tenant_id
+            and self.requested_by == principal_id
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,11 +136,12 @@ class UnsettledIntent:
     attempt: int
     tool: str
     capability_id: CapabilityId
-    capability_state: str
     confirmation_id: ConfirmationId | None
     commitment: str
     receipt_position: int
     instance_id: str
+    started: bool
+    """The tool durably reported that its effect started."""
 
 
 class RunRepository(Protocol):
@@ -219,10 +236,21 @@ class IntentRepository(Protocol):
     ) -> bool: ...
 
     async def unsettled(
-        self, *, expired_owners_only: bool, limit: int, owner: str | None = None
+        self,
+        *,
+        limit: int,
+        owner: str | None = None,
+        intent: tuple[TenantId, IntentId] | None = None,
     ) -> list[UnsettledIntent]:
-        """Unsettled intents under FOR UPDATE SKIP LOCKED: of ``owner`` when given,
-        else of instances whose lease expired (or of anyone, when not asked)."""
+        """Unsettled intents under FOR UPDATE SKIP LOCKED: that one ``intent`` when
+        given, else of lease name ``owner`` when given, else of every owner whose
+        lease expired or was released."""
+        ...
+
+    async def run_of(self, tenant_id: TenantId, intent_id: IntentId) -> RunId | None: ...
+
+    async def mark_started(self, tenant_id: TenantId, intent_id: IntentId) -> None:
+        """Record, durably, that the intent's tool reported its effect started."""
         ...
 
 
@@ -250,6 +278,7 @@ class ConfirmationRepository(Protocol):
         *,
         decided_by: str | None = None,
         reason: str | None = None,
+        decided_at: datetime | None = None,
     ) -> bool:
         """Conditional state change; False when the row was not in ``from_states``."""
         ...
@@ -301,11 +330,16 @@ class JournalRepository(Protocol):
 
 
 class LeaseRepository(Protocol):
-    async def hold(self, instance_id: str, ttl_s: float) -> None:
-        """Create or extend this instance's lease to now + ``ttl_s`` (database time)."""
+    async def claim(self, name: str, holder: str, ttl_s: float) -> bool:
+        """Take ``name`` for ``holder`` until now + ``ttl_s`` (database time) if it is
+        free: never held, released, or expired. False when a live holder has it."""
         ...
 
-    async def release(self, instance_id: str) -> None: ...
+    async def beat(self, name: str, holder: str, ttl_s: float) -> bool:
+        """Extend ``name`` while ``holder`` still holds it; False when it does not."""
+        ...
+
+    async def release(self, name: str, holder: str) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,14 +1,18 @@
 """Recovery (DESIGN §6): settle what crashed instances left behind. Never runs a tool.
 
 An intent is committed before its tool runs and settled by the journal
-transaction after it. An unsettled intent whose owner's lease has expired was
-therefore interrupted somewhere in between:
+transaction after it. An unsettled intent whose owner's lease has expired or
+was released was therefore interrupted somewhere in between. Its capability
+was consumed in the very transaction that wrote the intent, so the tool may
+have run: the sweeper journals ``EFFECT_STARTED`` when the tool had durably
+reported its start (``intents.started_at``), else ``EFFECT_STATE_UNKNOWN``, and
+flags the run audit-incomplete; the consent (if any) is consumed, and the retry
+table refuses an unsafe tool's retry.
 
-- its capability was consumed: the tool may have run. The sweeper journals
-  ``EFFECT_STATE_UNKNOWN`` and flags the run audit-incomplete; the consent (if
-  any) is consumed, and the retry table refuses an unsafe tool's retry.
-- its capability was never consumed: nothing ran. The capability is revoked,
-  ``EFFECT_NOT_STARTED`` is journaled, and the consent is released.
+DESIGN §6 also names a branch "never consumed ⇒ revoked, EFFECT_NOT_STARTED".
+No path writes an intent without consuming its capability in the same
+transaction (docs/architecture.md, "Recovery"), so that branch cannot be
+reached and is not written: an intent is settled only as uncertain.
 
 Each intent is settled in a transaction of its own, claimed with
 ``FOR UPDATE SKIP LOCKED``, so any number of sweepers on any number of
@@ -26,8 +30,10 @@ from typing import Any
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.clock import Clock
 from arvis.domain.errors import StoreError
+from arvis.domain.ids import IntentId, TenantId
 from arvis.lifecycle import journal
-from arvis.lifecycle.ports import LifecycleStore, UnsettledIntent
+from arvis.lifecycle.lease import InstanceLease
+from arvis.lifecycle.ports import LifecycleStore, LifecycleUnitOfWork, UnsettledIntent
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +58,11 @@ class RecoverySweeper:
         self.batch_limit = batch_limit
 
     async def sweep(self, *, owner: str | None = None) -> list[SettledIntent]:
-        """Settle every unsettled intent of expired leases (or of ``owner``)."""
+        """Settle every unsettled intent of expired or released leases, or, with
+        ``owner``, of that lease name (which the caller has just claimed free)."""
         settled: list[SettledIntent] = []
         while len(settled) < self.batch_limit:
-            one = await self._settle_one(owner)
+            one = await self._settle_one(owner=owner)
             if one is None:
                 break
             settled.append(one)
@@ -69,41 +76,55 @@ class RecoverySweeper:
             )
         return settled
 
-    async def _settle_one(self, owner: str | None) -> SettledIntent | None:
+    async def settle_intent(self, tenant_id: TenantId, intent_id: IntentId, reason: str) -> None:
+        """Settle one intent as interrupted, whoever owns it, and flag its run.
+
+        For the owner itself, when it can never journal the attempt's real result.
+        If the attempt is settled already, only the flag is written.
+        """
         async with self.store.unit_of_work() as uow:
-            found = await uow.intents.unsettled(expired_owners_only=True, limit=1, owner=owner)
+            found = await uow.intents.unsettled(limit=1, intent=(tenant_id, intent_id))
+            if found:
+                await self._settle(uow, found[0])
+            else:
+                run_id = await uow.intents.run_of(tenant_id, intent_id)
+                if run_id is not None:
+                    await uow.runs.flag_audit_incomplete(tenant_id, run_id, reason)
+            await uow.commit()
+
+    async def _settle_one(self, *, owner: str | None) -> SettledIntent | None:
+        async with self.store.unit_of_work() as uow:
+            found = await uow.intents.unsettled(limit=1, owner=owner)
             if not found:
                 return None
-            intent = found[0]
-            consumed = intent.capability_state == "CONSUMED"
-            if consumed:
-                boundary = EffectBoundary.EFFECT_STATE_UNKNOWN
-                await uow.runs.flag_audit_incomplete(
-                    intent.tenant_id,
-                    intent.run_id,
-                    f"intent {intent.intent_id} was interrupted after its capability was consumed",
-                )
-            else:
-                boundary = EffectBoundary.EFFECT_NOT_STARTED
-                await uow.capabilities.revoke(
-                    intent.tenant_id, intent.capability_id, "recovered before consumption"
-                )
-            entry = await journal.record_attempt(
-                uow,
-                tenant_id=intent.tenant_id,
-                run_id=intent.run_id,
-                kind="recovery",
-                causal_id=intent.causal_id,
-                idempotency_key=intent.idempotency_key,
-                attempt=intent.attempt,
-                intent_id=intent.intent_id,
-                boundary=boundary,
-                body=_recovery_body(intent, consumed),
-                recorded_at=self.clock.now(),
-                retryable=False,
-                confirmation_id=intent.confirmation_id,
-            )
+            settled = await self._settle(uow, found[0])
             await uow.commit()
+        return settled
+
+    async def _settle(self, uow: LifecycleUnitOfWork, intent: UnsettledIntent) -> SettledIntent:
+        boundary = (
+            EffectBoundary.EFFECT_STARTED if intent.started else EffectBoundary.EFFECT_STATE_UNKNOWN
+        )
+        await uow.runs.flag_audit_incomplete(
+            intent.tenant_id,
+            intent.run_id,
+            f"intent {intent.intent_id} was interrupted after its capability was consumed",
+        )
+        entry = await journal.record_attempt(
+            uow,
+            tenant_id=intent.tenant_id,
+            run_id=intent.run_id,
+            kind="recovery",
+            causal_id=intent.causal_id,
+            idempotency_key=intent.idempotency_key,
+            attempt=intent.attempt,
+            intent_id=intent.intent_id,
+            boundary=boundary,
+            body=_recovery_body(intent),
+            recorded_at=self.clock.now(),
+            retryable=False,
+            confirmation_id=intent.confirmation_id,
+        )
         return SettledIntent(
             tenant_id=intent.tenant_id,
             run_id=intent.run_id,
@@ -117,7 +138,14 @@ class RecoverySweeper:
         )
 
 
-def _recovery_body(intent: UnsettledIntent, consumed: bool) -> dict[str, Any]:
+def _recovery_body(intent: UnsettledIntent) -> dict[str, Any]:
+    detail = (
+        "the instance that ran this attempt stopped after the tool reported that its "
+        "effect started, before the end was journaled"
+        if intent.started
+        else "the instance that ran this attempt stopped before journaling it; "
+        "whether the effect happened is unknown"
+    )
     return {
         "tool": intent.tool,
         "capability_id": intent.capability_id,
@@ -125,14 +153,9 @@ def _recovery_body(intent: UnsettledIntent, consumed: bool) -> dict[str, Any]:
         "receipt": None,
         "result": None,
         "problem": {
-            "code": "recovered_unknown" if consumed else "recovered_not_started",
-            "detail": (
-                "the instance that ran this attempt stopped before journaling it; "
-                "whether the effect happened is unknown"
-                if consumed
-                else "the instance stopped before the tool could run"
-            ),
-            "effect_started": None if consumed else False,
+            "code": "recovered_started" if intent.started else "recovered_unknown",
+            "detail": detail,
+            "effect_started": True if intent.started else None,
             "retryable": False,
         },
         "recovered_from": intent.instance_id,
@@ -142,27 +165,8 @@ def _recovery_body(intent: UnsettledIntent, consumed: bool) -> dict[str, Any]:
     }
 
 
-class InstanceLease:
-    """This instance's heartbeat row: held while it runs, released when it stops."""
-
-    def __init__(self, store: LifecycleStore, instance_id: str, ttl_s: float) -> None:
-        self.store = store
-        self.instance_id = instance_id
-        self.ttl_s = ttl_s
-
-    async def hold(self) -> None:
-        async with self.store.unit_of_work() as uow:
-            await uow.leases.hold(self.instance_id, self.ttl_s)
-            await uow.commit()
-
-    async def release(self) -> None:
-        async with self.store.unit_of_work() as uow:
-            await uow.leases.release(self.instance_id)
-            await uow.commit()
-
-
 class RecoveryRuntime:
-    """The background half of recovery: heartbeat and periodic sweeps."""
+    """The background half of DESIGN §6: this process's lease and periodic sweeps."""
 
     def __init__(
         self,
@@ -177,13 +181,13 @@ class RecoveryRuntime:
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> list[SettledIntent]:
-        """Settle what a previous life of this instance id left, hold the lease,
-        sweep expired owners once, and start the loops."""
-        settled = await self.sweeper.sweep(owner=self.lease.instance_id)
-        await self.lease.hold()
+        """Claim a lease, settle what the claimed name's earlier holder left (it is
+        free, so that holder is gone), sweep expired owners once, start the loops."""
+        name = await self.lease.claim()
+        settled = await self.sweeper.sweep(owner=name)
         settled += await self.sweeper.sweep()
         self._tasks = [
-            asyncio.create_task(self._every(self.lease.ttl_s / 3, self.lease.hold)),
+            asyncio.create_task(self._every(self.lease.ttl_s / 3, self.lease.beat)),
             asyncio.create_task(self._every(self.sweep_interval_s, self._sweep)),
         ]
         return settled
@@ -203,6 +207,7 @@ class RecoveryRuntime:
                 log.exception("background %s failed", action.__name__)
 
     async def stop(self) -> None:
+        """Stop the loops and release the lease (after the handler has drained)."""
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -1,15 +1,84 @@
-"""Replay: recorded results, in causal order. Never mints, activates or dispatches."""
+"""Replay: recorded results, in causal order. Never mints, activates or dispatches.
+
+Replay verifies the chain it reads (DESIGN §4): every entry is checked as part of
+the run's whole chain in the same pass that collects the answer, and a chain that
+does not verify is refused with :class:`ChainBroken`, naming the position, never
+handed to a resumed agent. Answers are paged by causal id so a long run never
+becomes one unbounded answer.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from arvis.domain.ids import RunId, TenantId
-from arvis.lifecycle.errors import NotFound
-from arvis.lifecycle.journal import VerifyReport, verify
-from arvis.lifecycle.ports import JournalEntry, LifecycleStore
+from arvis.lifecycle import journal
+from arvis.lifecycle.errors import ChainBroken, NotFound
+from arvis.lifecycle.journal import VerifyReport
+from arvis.lifecycle.ports import ChainRow, JournalEntry, LifecycleStore
 from arvis.lifecycle.results import SyscallResult, result_from_entry
 
-PAGE = 2000
-RESULT_KINDS = ("execution", "refusal", "recovery")
+RESULT_KINDS = frozenset({"execution", "refusal", "recovery"})
+MAX_REPLAY_PAGE = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayPage:
+    results: list[SyscallResult]
+    """The latest recorded result of each causal id, ordered by its first entry."""
+    next_after: int | None
+    """Pass as ``after`` for the next page; None on the last page."""
+
+
+@dataclass
+class _Collector:
+    """Keeps the latest entry of the first ``limit`` causal ids first seen after ``after``."""
+
+    tenant_id: TenantId
+    run_id: RunId
+    after: int
+    limit: int | None
+    seen: set[str] = field(default_factory=set)
+    page: dict[str, tuple[int, ChainRow]] = field(default_factory=dict)
+    more: bool = False
+
+    def __call__(self, row: ChainRow) -> None:
+        position, causal, kind = row[0], row[4], row[3]
+        if kind not in RESULT_KINDS:
+            return
+        if causal in self.page:
+            self.page[causal] = (self.page[causal][0], row)
+            return
+        if causal in self.seen:
+            return
+        self.seen.add(causal)
+        if position <= self.after:
+            return
+        if self.limit is not None and len(self.page) >= self.limit:
+            self.more = True
+            return
+        self.page[causal] = (position, row)
+
+    def entries(self) -> list[JournalEntry]:
+        return [self._entry(row) for _, row in self.page.values()]
+
+    def _entry(self, row: ChainRow) -> JournalEntry:
+        position, prev, stored, kind, causal, key, attempt, intent, boundary, at, body = row
+        return JournalEntry(
+            tenant_id=self.tenant_id,
+            run_id=self.run_id,
+            position=position,
+            kind=kind,
+            causal_id=causal,
+            idempotency_key=key,
+            attempt=attempt,
+            intent_id=intent,
+            boundary=boundary,
+            body_text=body,
+            prev_hash=prev,
+            entry_hash=stored,
+            recorded_at=at,
+        )
 
 
 class ReplayService:
@@ -18,33 +87,42 @@ class ReplayService:
     def __init__(self, store: LifecycleStore) -> None:
         self.store = store
 
-    async def replay(self, tenant_id: TenantId, run_id: RunId) -> list[SyscallResult]:
-        """The latest recorded result of each causal id, ordered by its first entry.
+    async def replay_page(
+        self, tenant_id: TenantId, run_id: RunId, after: int = 0, limit: int = 100
+    ) -> ReplayPage:
+        """One page of the recorded results, after the causal id first seen at ``after``."""
+        collector = _Collector(tenant_id, run_id, after, min(limit, MAX_REPLAY_PAGE))
+        audit_incomplete = await self._collect(collector)
+        last_first_seen = max((first for first, _ in collector.page.values()), default=None)
+        return ReplayPage(
+            results=[
+                result_from_entry(e, audit_incomplete=audit_incomplete) for e in collector.entries()
+            ],
+            next_after=last_first_seen if collector.more else None,
+        )
 
-        A resumed agent reads the answer it would have got for each decision,
-        in the order the decisions were first settled.
-        """
-        first_seen: dict[str, int] = {}
-        latest: dict[str, JournalEntry] = {}
-        audit_incomplete = False
+    async def replay(self, tenant_id: TenantId, run_id: RunId) -> list[SyscallResult]:
+        """Every recorded result of the run, verified, in causal order (in-process
+        callers; the HTTP route pages)."""
+        collector = _Collector(tenant_id, run_id, 0, None)
+        audit_incomplete = await self._collect(collector)
+        return [
+            result_from_entry(e, audit_incomplete=audit_incomplete) for e in collector.entries()
+        ]
+
+    async def _collect(self, collector: _Collector) -> bool:
+        """Walk the chain into ``collector``; answer the run's audit-incomplete flag."""
         async with self.store.unit_of_work() as uow:
-            run = await uow.runs.get(tenant_id, run_id)
-            if run is None:
-                raise NotFound(f"no run {run_id}")
-            audit_incomplete = run.audit_incomplete
-            after = 0
-            while True:
-                page = await uow.journal.page(tenant_id, run_id, after, PAGE)
-                for entry in page:
-                    if entry.kind not in RESULT_KINDS:
-                        continue
-                    first_seen.setdefault(entry.causal_id, entry.position)
-                    latest[entry.causal_id] = entry
-                if len(page) < PAGE:
-                    break
-                after = page[-1].position
-        ordered = sorted(latest.values(), key=lambda e: first_seen[e.causal_id])
-        return [result_from_entry(e, audit_incomplete=audit_incomplete) for e in ordered]
+            try:
+                report = await journal.walk(uow, collector.tenant_id, collector.run_id, collector)
+            except LookupError:
+                raise NotFound(f"no run {collector.run_id}") from None
+            run = await uow.runs.get(collector.tenant_id, collector.run_id)
+        if not report.ok:
+            assert report.broken_at is not None
+            raise ChainBroken(collector.run_id, report.broken_at, report.reason or "broken")
+        assert run is not None
+        return run.audit_incomplete
 
     async def journal(
         self, tenant_id: TenantId, run_id: RunId, after: int = 0, limit: int = 100
@@ -56,6 +134,6 @@ class ReplayService:
 
     async def verify(self, tenant_id: TenantId, run_id: RunId) -> VerifyReport:
         try:
-            return await verify(self.store, tenant_id, run_id)
+            return await journal.verify(self.store, tenant_id, run_id)
         except LookupError:
             raise NotFound(f"no run {run_id}") from None

@@ -1,30 +1,41 @@
 """The journal transaction of DESIGN §2 step 3: classify, append, settle.
 
-If the journal cannot be written after a few retries the caller is told the run
-is audit-incomplete; the result is held and journaled as soon as the store
-answers, and the run is flagged. If this process dies first, recovery journals
-the attempt as ``EFFECT_STATE_UNKNOWN``: a result is never dropped silently.
+If the journal cannot be written after a few quick retries, the caller is told
+the run is audit-incomplete and the result is held. A held result is journaled
+once the store answers, in one transaction with the run's audit-incomplete flag
+(so the flag can never be lost between the two). Only failures that can succeed
+later are retried (the store unreachable, a serialization conflict); a failure
+that cannot (a constraint, an unmigrated schema, another result already
+journaled for the attempt) settles the attempt as recovery would — uncertain,
+and the run flagged — so a live process never keeps a stuck intent. If this
+process dies first, recovery does the same: a result is never dropped silently.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Coroutine
+from datetime import datetime
 from typing import Any
 
 from arvis.domain.artifacts import Intent
-from arvis.domain.boundary import EffectBoundary
 from arvis.domain.clock import Clock
-from arvis.domain.errors import StoreError
-from arvis.domain.ids import RunId, TenantId
+from arvis.domain.errors import SerializationConflict, StoreError, StoreUnavailable
 from arvis.lifecycle import journal
+from arvis.lifecycle.errors import JournalConflict
 from arvis.lifecycle.fast import Admitted
 from arvis.lifecycle.ports import FastPath, JournalEntry, LifecycleStore
+from arvis.lifecycle.recovery import RecoverySweeper
 from arvis.lifecycle.results import Receipt, SyscallResult, result_from_entry
 from arvis.lifecycle.retry import retry_transaction
 from arvis.tools.outcome import DispatchOutcome
 
 log = logging.getLogger(__name__)
+
+# What can succeed if tried again later; everything else never will as written.
+TRANSIENT = (StoreUnavailable, SerializationConflict)
+_LATE_MAX_DELAY_S = 5.0
 
 
 class Settlement:
@@ -35,45 +46,55 @@ class Settlement:
         fast: FastPath | None,
         clock: Clock,
         attempts: int,
+        sweeper: RecoverySweeper,
     ) -> None:
         self.store = store
         self.fast = fast
         """One-statement journal transaction; None uses the unit of work instead."""
         self.clock = clock
         self.attempts = attempts
+        self.sweeper = sweeper
         self._late: set[asyncio.Task[None]] = set()
 
     async def settle(self, admitted: Admitted, outcome: DispatchOutcome) -> SyscallResult:
         """Journal a dispatched attempt and answer its result (DESIGN §2 step 3)."""
         intent = admitted.intent
-        boundary = outcome.boundary
         body = _execution_body(admitted, outcome)
         recorded_at = self.clock.now()
         try:
             entry = await retry_transaction(
-                lambda: self._journal(intent, outcome, boundary, body, recorded_at),
+                lambda: self._journal(intent, outcome, body, recorded_at, late=False),
                 attempts=self.attempts,
             )
-        except StoreError:
+        except (StoreError, JournalConflict) as exc:
             log.error(
-                "journal unreachable after dispatch; result of intent %s is held for later",
+                "journal of intent %s failed after dispatch (%s); its result is held",
                 intent.intent_id,
+                exc.code,
             )
-            self._journal_later(admitted, outcome, body, recorded_at)
+            self.track(self._journal_when_back(intent, outcome, body, recorded_at))
             return _unjournaled_result(admitted, outcome, body)
         return result_from_entry(entry)
+
+    def track(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` to its end in the background; :meth:`drain` waits for it."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._late.add(task)
+        task.add_done_callback(self._late.discard)
 
     async def _journal(
         self,
         intent: Intent,
         outcome: DispatchOutcome,
-        boundary: EffectBoundary,
         body: dict[str, Any],
-        recorded_at: Any,
+        recorded_at: datetime,
+        *,
+        late: bool,
     ) -> JournalEntry:
         context = intent.context
+        boundary = outcome.boundary
         retryable = outcome.failure.retryable if outcome.failure is not None else False
-        if self.fast is not None:
+        if self.fast is not None and not late:
             return await self.fast.journal_execution(
                 tenant_id=context.tenant_id,
                 run_id=context.run_id,
@@ -103,53 +124,64 @@ class Settlement:
                 retryable=retryable,
                 confirmation_id=intent.confirmation_id,
             )
+            if late:
+                # The caller was told the run is audit-incomplete: the flag commits
+                # with the entry or not at all.
+                await uow.runs.flag_audit_incomplete(
+                    context.tenant_id,
+                    context.run_id,
+                    f"the result of intent {intent.intent_id} was journaled late",
+                )
             await uow.commit()
         return entry
 
-    def _journal_later(
-        self,
-        admitted: Admitted,
-        outcome: DispatchOutcome,
-        body: dict[str, Any],
-        recorded_at: Any,
-    ) -> None:
-        task = asyncio.create_task(self._journal_when_back(admitted, outcome, body, recorded_at))
-        self._late.add(task)
-        task.add_done_callback(self._late.discard)
-
     async def _journal_when_back(
         self,
-        admitted: Admitted,
+        intent: Intent,
         outcome: DispatchOutcome,
         body: dict[str, Any],
-        recorded_at: Any,
+        recorded_at: datetime,
     ) -> None:
-        """Journal a held result once the store answers, and flag the run: the caller
-        was told the run is audit-incomplete, and that must stay visible."""
-        intent = admitted.intent
-        context = intent.context
-        delay = 0.5
+        """Journal a held result once the store answers; give up only on failures
+        that can never succeed, and then settle the attempt as recovery would."""
+        delay = 0.25
         while True:
             try:
-                await self._journal(intent, outcome, outcome.boundary, body, recorded_at)
-            except StoreError:
+                await self._journal(intent, outcome, body, recorded_at, late=True)
+            except TRANSIENT:
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 30.0)
+                delay = min(delay * 2, _LATE_MAX_DELAY_S)
                 continue
-            except Exception:
-                log.exception("held result of intent %s could not be journaled", intent.intent_id)
-            break
-        try:
-            await retry_transaction(lambda: self._flag(context.tenant_id, context.run_id))
-        except StoreError:
-            log.error("run %s could not be flagged audit-incomplete", context.run_id)
+            except (StoreError, JournalConflict) as exc:
+                log.error(
+                    "the held result of intent %s can never be journaled (%s): %s",
+                    intent.intent_id,
+                    exc.code,
+                    exc.message,
+                )
+                break
+            log.warning("held result of intent %s journaled late", intent.intent_id)
+            return
+        await self._settle_as_interrupted(intent)
 
-    async def _flag(self, tenant_id: TenantId, run_id: RunId) -> None:
-        async with self.store.unit_of_work() as uow:
-            await uow.runs.flag_audit_incomplete(
-                TenantId(tenant_id), RunId(run_id), "result journaled late after a store outage"
-            )
-            await uow.commit()
+    async def _settle_as_interrupted(self, intent: Intent) -> None:
+        context = intent.context
+        reason = f"the result of intent {intent.intent_id} could not be journaled"
+        while True:
+            try:
+                await self.sweeper.settle_intent(context.tenant_id, intent.intent_id, reason)
+                return
+            except TRANSIENT:
+                await asyncio.sleep(_LATE_MAX_DELAY_S)
+            except StoreError as exc:
+                # Nothing more this process can do: once it stops and releases its
+                # lease, any instance's sweeper settles the attempt.
+                log.critical(
+                    "intent %s stays unsettled until this instance stops: %s",
+                    intent.intent_id,
+                    exc.message,
+                )
+                return
 
     async def drain(self, timeout_s: float) -> bool:
         """Wait for held results to be journaled; True when none is left."""

@@ -4,6 +4,11 @@ One ``tool.execute`` on the happy path is two commits around the tool body:
 admission (authorize, mint, intent + receipt, activate, consume) and journal
 (classify, append to the run's chain, settle). Refusals and consent requests
 commit once and run nothing.
+
+Only a process holding a live lease admits (DESIGN §6). Admission and the
+journal step each run to completion even when the caller is cancelled: an
+admitted attempt always ends journaled (``EFFECT_NOT_STARTED`` when the tool
+never ran), never as an intent stuck in a live process.
 """
 
 from __future__ import annotations
@@ -12,8 +17,9 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from arvis.domain.artifacts import Intent
 from arvis.domain.authorization import Authorized, DenialReason, DenialSnapshot
@@ -38,7 +44,7 @@ from arvis.lifecycle.authorization import (
     Refuse,
     ToolAuthorizationService,
 )
-from arvis.lifecycle.effects import EffectDispatcher
+from arvis.lifecycle.effects import EffectDispatcher, not_dispatched
 from arvis.lifecycle.errors import (
     AttemptInFlight,
     CapabilityError,
@@ -46,6 +52,7 @@ from arvis.lifecycle.errors import (
     ShuttingDown,
 )
 from arvis.lifecycle.fast import Admitted, FastAdmission
+from arvis.lifecycle.lease import InstanceLease
 from arvis.lifecycle.manager import ToolManager
 from arvis.lifecycle.outbox import IntentOutboxService
 from arvis.lifecycle.ports import (
@@ -66,6 +73,15 @@ from arvis.tools.errors import PlanError
 from arvis.tools.plans import PlanLease, ToolPlanSource, lease_plan
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+_LEASE_LAPSED = not_dispatched(
+    "lease_lapsed", "this instance's lease lapsed before the tool could run; nothing ran"
+)
+_CANCELLED_BEFORE_DISPATCH = not_dispatched(
+    "dispatch_cancelled", "the call was cancelled before the tool ran; nothing ran"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,9 +119,9 @@ class SyscallHandler:
         outbox: IntentOutboxService,
         effects: EffectDispatcher,
         clock: Clock,
-        instance_id: InstanceId,
+        lease: InstanceLease,
+        settlement: Settlement,
         production: bool = False,
-        journal_attempts: int = 5,
         phase_observer: Callable[[str, float], None] | None = None,
         fast: FastPath | None = None,
         fast_admission: bool = True,
@@ -117,13 +133,12 @@ class SyscallHandler:
         self.outbox = outbox
         self.effects = effects
         self.clock = clock
-        self.instance_id = instance_id
+        self.lease = lease
         self.production = production
-        self.journal_attempts = journal_attempts
         self.phase_observer = phase_observer
-        self.settlement = Settlement(store=store, fast=fast, clock=clock, attempts=journal_attempts)
+        self.settlement = settlement
         self.fast_admission = (
-            FastAdmission(fast, authorization, manager, instance_id, outbox.store_fingerprint)
+            FastAdmission(fast, authorization, manager, outbox)
             if fast is not None and fast_admission
             else None
         )
@@ -135,47 +150,101 @@ class SyscallHandler:
 
     async def handle(self, syscall: Syscall, identity: Identity) -> SyscallResult:
         """Govern one ``tool.execute``. Raises only for what is not a governed outcome:
-        a refused identity, a payload that is not JSON, an attempt in flight, or an
-        unavailable store or audit sink (in which case nothing ran)."""
+        a refused identity, a payload that is not JSON, an attempt in flight, no live
+        lease, or an unavailable store or audit sink (in which case nothing ran)."""
         if not self._admitting:
             raise ShuttingDown("this instance is shutting down; retry on another instance")
         self._require_identity(identity)
         payload = freeze_payload(syscall.decision.payload)
+        owner = InstanceId(self.lease.require())
         ids = _Ids.fresh()
         self._in_flight += 1
         self._idle.clear()
         try:
-            return await self._handle(syscall, identity, payload, ids)
+            return await self._handle(syscall, identity, payload, ids, owner)
         finally:
             self._in_flight -= 1
             if self._in_flight == 0:
                 self._idle.set()
 
     async def _handle(
-        self, syscall: Syscall, identity: Identity, payload: FrozenEffectPayload, ids: _Ids
+        self,
+        syscall: Syscall,
+        identity: Identity,
+        payload: FrozenEffectPayload,
+        ids: _Ids,
+        owner: InstanceId,
     ) -> SyscallResult:
         clock = time.perf_counter
         started = clock()
-        try:
-            step = await retry_transaction(lambda: self._admit(syscall, identity, payload, ids))
-        except CausalIdConflict as exc:
-            conflict = exc
-            step = await retry_transaction(
-                lambda: self._refuse_causal_conflict(syscall, identity, payload, conflict)
-            )
+        step = await self._run_to_end(self._admission(syscall, identity, payload, ids, owner))
         admitted = clock()
         self._observe("admission", admitted - started)
         if isinstance(step, SyscallResult):
             return step
         try:
-            outcome = await self.effects.dispatch(step.lease.plan.dispatcher, step.intent)
+            if step.blocked is not None:
+                outcome, cancelled = step.blocked, False
+            elif self.lease.held():
+                definition = step.lease.plan.definitions.get(step.intent.tool)
+                outcome, cancelled = await self.effects.dispatch(
+                    step.lease.plan.dispatcher, step.intent, definition
+                )
+            else:
+                # Our lease may have lapsed since admission: whoever sweeps may now
+                # settle this attempt, so the tool must not run.
+                outcome, cancelled = _LEASE_LAPSED, False
         finally:
             step.lease.release()
         dispatched = clock()
         self._observe("dispatch", dispatched - admitted)
-        result = await self.settlement.settle(step, outcome)
+        result = await self._run_to_end(self.settlement.settle(step, outcome))
         self._observe("journal", clock() - dispatched)
+        if cancelled:
+            raise asyncio.CancelledError
         return result
+
+    async def _admission(
+        self,
+        syscall: Syscall,
+        identity: Identity,
+        payload: FrozenEffectPayload,
+        ids: _Ids,
+        owner: InstanceId,
+    ) -> SyscallResult | Admitted:
+        try:
+            return await retry_transaction(
+                lambda: self._admit(syscall, identity, payload, ids, owner)
+            )
+        except CausalIdConflict as exc:
+            conflict = exc
+            return await retry_transaction(
+                lambda: self._refuse_causal_conflict(syscall, identity, payload, conflict, owner)
+            )
+
+    async def _run_to_end(self, step: Awaitable[_T]) -> _T:
+        """Run a store step to its end even if the caller is cancelled meanwhile.
+
+        A step cut off mid-commit may have committed: an admission nobody
+        dispatches, or a journal step half-known. So the step goes on in a task
+        of its own; a cancelled caller leaves it to finish (and an attempt it
+        admitted to be journaled as not started), then sees the cancellation.
+        """
+        task: asyncio.Task[_T] = asyncio.ensure_future(step)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            self.settlement.track(self._abandon(task))
+            raise
+
+    async def _abandon(self, task: asyncio.Task[Any]) -> None:
+        try:
+            step = await task
+        except Exception:
+            return  # the step failed: nothing was admitted, or the journal step logged it
+        if isinstance(step, Admitted):
+            step.lease.release()
+            await self.settlement.settle(step, _CANCELLED_BEFORE_DISPATCH)
 
     def _observe(self, phase: str, seconds: float) -> None:
         if self.phase_observer is not None:
@@ -193,7 +262,12 @@ class SyscallHandler:
     # -- admission (transaction 1) ------------------------------------------
 
     async def _admit(
-        self, syscall: Syscall, identity: Identity, payload: FrozenEffectPayload, ids: _Ids
+        self,
+        syscall: Syscall,
+        identity: Identity,
+        payload: FrozenEffectPayload,
+        ids: _Ids,
+        owner: InstanceId,
     ) -> SyscallResult | Admitted:
         # Plans are leased before the admission transaction opens: leasing may
         # touch the store, and a transaction that waits for a second pooled
@@ -210,10 +284,11 @@ class SyscallHandler:
                     lease=lease,
                     capability_id=ids.capability,
                     intent_id=ids.intent,
+                    instance_id=owner,
                 )
                 if fast is not None:
                     return fast
-            outcome = await self._admit_with(syscall, identity, payload, ids, lease)
+            outcome = await self._admit_with(syscall, identity, payload, ids, lease, owner)
             if isinstance(outcome, _RunBoundElsewhere):
                 if lease is not None:
                     lease.release()
@@ -225,7 +300,7 @@ class SyscallHandler:
                         "plan %s of run %s unavailable: %s", outcome.plan_id, syscall.run_id, exc
                     )
                 outcome = await self._admit_with(
-                    syscall, identity, payload, ids, lease, bound_plan=outcome.plan_id
+                    syscall, identity, payload, ids, lease, owner, bound_plan=outcome.plan_id
                 )
                 assert not isinstance(outcome, _RunBoundElsewhere)
         except BaseException:
@@ -243,6 +318,7 @@ class SyscallHandler:
         payload: FrozenEffectPayload,
         ids: _Ids,
         lease: PlanLease | None,
+        owner: InstanceId,
         *,
         bound_plan: PlanId | None = None,
     ) -> SyscallResult | Admitted | _RunBoundElsewhere:
@@ -256,7 +332,7 @@ class SyscallHandler:
             if bound_plan is None and (lease is None or run.plan_id != lease.plan.plan_id):
                 return _RunBoundElsewhere(run.plan_id)
             return await self._authorize_and_record(
-                uow, syscall, identity, payload, ids, run.plan_id, lease
+                uow, syscall, identity, payload, ids, run.plan_id, lease, owner
             )
 
     async def _authorize_and_record(
@@ -268,6 +344,7 @@ class SyscallHandler:
         ids: _Ids,
         plan_id: PlanId,
         lease: PlanLease | None,
+        owner: InstanceId,
     ) -> SyscallResult | Admitted:
         request = AdmissionRequest(
             identity=identity,
@@ -277,7 +354,7 @@ class SyscallHandler:
             payload=payload,
             plan=None if lease is None else lease.plan,
             plan_id=plan_id,
-            instance_id=self.instance_id,
+            instance_id=owner,
         )
         step = await self.authorization.authorize(uow, request)
         if isinstance(step, InFlight):
@@ -319,22 +396,6 @@ class SyscallHandler:
         self._validate(outcome)
         snapshot = outcome.snapshot
         tenant = snapshot.context.tenant_id
-        if step.confirmation is not None and not request.identity.same_principal(
-            step.confirmation.context.get("tenant_id", ""),
-            step.confirmation.context.get("principal_id", ""),
-        ):
-            # The resumed consent was sealed for someone else: stop before any intent.
-            await self.manager.revoke(uow, tenant, outcome.capability_id, "identity_mismatch")
-            await self.manager.release(uow, tenant, step.confirmation.confirmation_id)
-            denial = DenialSnapshot(
-                reason=DenialReason.IDENTITY_MISMATCH,
-                detail="the caller is not the principal the confirmation was requested for",
-                tool=request.tool,
-                idempotency_key=snapshot.idempotency_key,
-                policy_version=snapshot.policy_version,
-                policy_digest=snapshot.policy_digest,
-            )
-            return await journal_refusal(uow, request, denial, snapshot.attempt, self.clock.now())
         intent = Intent(
             intent_id=ids.intent,
             context=snapshot.context,
@@ -362,6 +423,7 @@ class SyscallHandler:
         identity: Identity,
         payload: FrozenEffectPayload,
         conflict: CausalIdConflict,
+        owner: InstanceId,
     ) -> SyscallResult:
         request = AdmissionRequest(
             identity=identity,
@@ -371,7 +433,7 @@ class SyscallHandler:
             payload=payload,
             plan=None,
             plan_id=PlanId(""),
-            instance_id=self.instance_id,
+            instance_id=owner,
         )
         denial = DenialSnapshot(
             reason=DenialReason.CAUSAL_ID_CONFLICT,

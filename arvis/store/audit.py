@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import text
@@ -73,6 +74,18 @@ class PgAuditSink:
             position=position,
             store_fingerprint=self.store_fingerprint,
         )
+
+
+@dataclass(frozen=True)
+class AuditHost:
+    """What an ``[audit] sink`` factory receives (``arvis.toml``)."""
+
+    store_fingerprint: str
+    """What every receipt must name (DESIGN §5)."""
+    default: PgAuditSink
+    """The built-in sink, for a sink that records in PostgreSQL and elsewhere too."""
+    options: Mapping[str, Any]
+    """``[audit.options]``, for the factory to validate."""
 
 
 class PgPlanStore:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 
 from sqlalchemy.engine import RowMapping
 
@@ -24,6 +25,7 @@ def _confirmation(row: RowMapping) -> ConfirmationRecord:
         context=row["context"],
         decided_by=row["decided_by"],
         decision_reason=row["decision_reason"],
+        decided_at=row["decided_at"],
         expires_at=row["expires_at"],
         created_at=row["created_at"],
     )
@@ -31,7 +33,7 @@ def _confirmation(row: RowMapping) -> ConfirmationRecord:
 
 _CONFIRMATION_COLUMNS = (
     "confirmation_id, tenant_id, run_id, causal_id, idempotency_key, tool, payload, state,"
-    " context, decided_by, decision_reason, expires_at, created_at"
+    " context, decided_by, decision_reason, decided_at, expires_at, created_at"
 )
 
 
@@ -94,16 +96,19 @@ class PgConfirmationRepository(SqlRepository):
         *,
         decided_by: str | None = None,
         reason: str | None = None,
+        decided_at: datetime | None = None,
     ) -> bool:
         return (
             await self._count(
                 "UPDATE confirmations SET state = :to, updated_at = now(),"
                 " decided_by = coalesce(:by, decided_by),"
-                " decision_reason = coalesce(:why, decision_reason)"
+                " decision_reason = coalesce(:why, decision_reason),"
+                " decided_at = coalesce(:at, decided_at)"
                 " WHERE tenant_id = :t AND confirmation_id = :id AND state = ANY(:from_)",
                 to=to_state,
                 by=decided_by,
                 why=reason,
+                at=decided_at,
                 t=tenant_id,
                 id=confirmation_id,
                 from_=list(from_states),

@@ -31,6 +31,10 @@ ADMIT_SQL = (
     "SELECT out_status, out_receipt_position, out_run_plan FROM arvis_admit("
     "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
+MARK_STARTED_SQL = (
+    "UPDATE intents SET started_at = now() WHERE tenant_id = %s AND intent_id = %s"
+    " AND started_at IS NULL AND settled_at IS NULL"
+)
 JOURNAL_SQL = (
     "SELECT out_position, out_prev_hash, out_entry_hash FROM arvis_journal_append("
     "%s, %s, 'execution', %s, %s, %s, %s, %s, %s, %s, true, %s, %s)"
@@ -81,6 +85,19 @@ class PgFastPath:
             raise
         assert row is not None
         return row
+
+    async def mark_started(self, tenant_id: str, intent_id: str) -> None:
+        """``intents.started_at``, in a statement (and a commit) of its own."""
+        try:
+            async with self.pool.connection() as conn:
+                await conn.execute(MARK_STARTED_SQL, (tenant_id, intent_id))
+        except PoolTimeout as exc:
+            raise StoreUnavailable("no database connection became available") from exc
+        except psycopg.Error as exc:
+            domain = translate_driver(exc)
+            if domain is not None:
+                raise domain from exc
+            raise
 
     async def query_one(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """One prepared read on the hot path's pool (e.g. an API key per request)."""

@@ -313,50 +313,89 @@ class PgIntentRepository(SqlRepository):
         )
 
     async def unsettled(
-        self, *, expired_owners_only: bool, limit: int, owner: str | None = None
+        self,
+        *,
+        limit: int,
+        owner: str | None = None,
+        intent: tuple[TenantId, IntentId] | None = None,
     ) -> list[UnsettledIntent]:
-        if owner is not None:
+        tenant, intent_id = intent if intent is not None else (None, None)
+        if intent is not None:
+            owner_filter = " AND i.tenant_id = :t AND i.intent_id = :i"
+        elif owner is not None:
             owner_filter = " AND i.instance_id = :owner"
-        elif expired_owners_only:
+        else:
             owner_filter = (
                 " AND NOT EXISTS (SELECT 1 FROM instance_leases l"
                 " WHERE l.instance_id = i.instance_id AND NOT l.released"
                 " AND l.expires_at > now())"
             )
-        else:
-            owner_filter = ""
         rows = await self._all(
             "SELECT i.tenant_id, i.intent_id, i.run_id, i.causal_id, i.idempotency_key,"
-            " i.attempt, i.tool, i.capability_id, c.state AS capability_state,"
-            " i.confirmation_id, i.commitment, i.receipt_position, i.instance_id"
-            " FROM intents i JOIN capabilities c"
-            " ON c.tenant_id = i.tenant_id AND c.capability_id = i.capability_id"
-            f" WHERE NOT i.settled{owner_filter}"
-            " ORDER BY i.created_at LIMIT :n FOR UPDATE OF i SKIP LOCKED",
+            " i.attempt, i.tool, i.capability_id, i.confirmation_id, i.commitment,"
+            " i.receipt_position, i.instance_id, i.started_at IS NOT NULL AS started"
+            f" FROM intents i WHERE NOT i.settled{owner_filter}"
+            " ORDER BY i.created_at LIMIT :n FOR UPDATE SKIP LOCKED",
             n=limit,
             owner=owner,
+            t=tenant,
+            i=intent_id,
         )
         return [UnsettledIntent(**dict(row)) for row in rows]
 
+    async def run_of(self, tenant_id: TenantId, intent_id: IntentId) -> RunId | None:
+        row = await self._one(
+            "SELECT run_id FROM intents WHERE tenant_id = :t AND intent_id = :i",
+            t=tenant_id,
+            i=intent_id,
+        )
+        return None if row is None else RunId(row["run_id"])
 
-class PgLeaseRepository(SqlRepository):
-    async def hold(self, instance_id: str, ttl_s: float) -> None:
-        # Database time, so instances with skewed clocks agree on who expired.
+    async def mark_started(self, tenant_id: TenantId, intent_id: IntentId) -> None:
         await self._c.execute(
             text(
-                "INSERT INTO instance_leases (instance_id, expires_at)"
-                " VALUES (:i, now() + make_interval(secs => :ttl))"
-                " ON CONFLICT (instance_id) DO UPDATE SET last_beat_at = now(),"
-                " expires_at = now() + make_interval(secs => :ttl), released = false"
+                "UPDATE intents SET started_at = now() WHERE tenant_id = :t AND intent_id = :i"
+                " AND started_at IS NULL AND settled_at IS NULL"
             ),
-            {"i": instance_id, "ttl": ttl_s},
+            {"t": tenant_id, "i": intent_id},
         )
 
-    async def release(self, instance_id: str) -> None:
+
+class PgLeaseRepository(SqlRepository):
+    # Database time throughout, so instances with skewed clocks agree on who expired.
+    async def claim(self, name: str, holder: str, ttl_s: float) -> bool:
+        row = await self._one(
+            "INSERT INTO instance_leases (instance_id, holder, expires_at)"
+            " VALUES (:n, :h, now() + make_interval(secs => :ttl))"
+            " ON CONFLICT (instance_id) DO UPDATE SET holder = excluded.holder,"
+            " started_at = now(), last_beat_at = now(), expires_at = excluded.expires_at,"
+            " released = false"
+            " WHERE instance_leases.released OR instance_leases.expires_at <= now()"
+            " RETURNING instance_id",
+            n=name,
+            h=holder,
+            ttl=ttl_s,
+        )
+        return row is not None
+
+    async def beat(self, name: str, holder: str, ttl_s: float) -> bool:
+        return (
+            await self._count(
+                "UPDATE instance_leases SET last_beat_at = now(),"
+                " expires_at = now() + make_interval(secs => :ttl)"
+                " WHERE instance_id = :n AND holder = :h AND NOT released",
+                n=name,
+                h=holder,
+                ttl=ttl_s,
+            )
+            == 1
+        )
+
+    async def release(self, name: str, holder: str) -> None:
         await self._c.execute(
             text(
                 "UPDATE instance_leases SET released = true, expires_at = now()"
-                " WHERE instance_id = :i"
+                " WHERE instance_id = :n AND holder = :h"
             ),
-            {"i": instance_id},
+            {"n": name, "h": holder},
         )

@@ -175,6 +175,8 @@ intents = Table(
     Column("boundary", Text),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     Column("settled_at", DateTime(timezone=True)),
+    # The tool reported that its effect started (DESIGN §1, EFFECT_STARTED).
+    Column("started_at", DateTime(timezone=True)),
     PrimaryKeyConstraint("tenant_id", "intent_id"),
     UniqueConstraint("idempotency_key", "attempt", "tenant_id"),
     UniqueConstraint("receipt_position"),
@@ -212,6 +214,7 @@ confirmations = Table(
     Column("expires_at", DateTime(timezone=True), nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("decided_at", DateTime(timezone=True)),
     PrimaryKeyConstraint("tenant_id", "confirmation_id"),
     UniqueConstraint("idempotency_key", "tenant_id"),
     ForeignKeyConstraint(["tenant_id", "run_id"], ["runs.tenant_id", "runs.run_id"]),
@@ -264,6 +267,8 @@ instance_leases = Table(
     Column("last_beat_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     Column("expires_at", DateTime(timezone=True), nullable=False),
     Column("released", Boolean, nullable=False, server_default=text("false")),
+    # The random token of the process that holds this name (see revision 0004).
+    Column("holder", Text),
     PrimaryKeyConstraint("instance_id"),
     CheckConstraint("instance_id <> ''", name="instance_present"),
 )

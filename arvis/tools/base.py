@@ -62,12 +62,21 @@ class ToolProblem(BaseModel):
 
 
 class ToolResult(BaseModel):
-    """What a tool returns: a JSON ``value``, or a ``problem`` (never both)."""
+    """What a tool returns: a JSON ``value``, or a ``problem`` (never both).
+
+    A value is normally the completed outcome (``EFFECT_COMPLETED``). Built with
+    :meth:`accepted`, it is work the tool has started and that completes after the
+    call returns (``EFFECT_STARTED``, what an HTTP ``202 Accepted`` means).
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     value: JsonValue = None
     problem: ToolProblem | None = None
+    pending: bool = False
+    """``True``: accepted work, started and not yet complete; ``value`` (e.g. the
+    remote's receipt or job id) is journaled as the result. Never with a problem;
+    a read-only tool answering it violates the tool contract."""
 
     @field_validator("value")
     @classmethod
@@ -84,11 +93,23 @@ class ToolResult(BaseModel):
     def _one_of(self) -> ToolResult:
         if self.problem is not None and self.value is not None:
             raise ValueError("a tool result carries a value or a problem, not both")
+        if self.problem is not None and self.pending:
+            raise ValueError("accepted work carries a value, not a problem")
         return self
 
     @classmethod
     def ok(cls, value: JsonValue) -> ToolResult:
+        """A completed outcome."""
         return cls(value=value)
+
+    @classmethod
+    def accepted(cls, value: JsonValue) -> ToolResult:
+        """Work the tool has started and that completes asynchronously (HTTP 202).
+
+        Its boundary is ``EFFECT_STARTED``: known to have started, completion not
+        observed, so a retry treats it as uncertain. ``value`` is kept.
+        """
+        return cls(value=value, pending=True)
 
     @classmethod
     def fail(cls, code: str, detail: str, *, effect_started: bool = True) -> ToolResult:
@@ -112,7 +133,13 @@ class Reporter(Protocol):
     async def progress(self, call_id: CallId, message: str, data: Any = None) -> None: ...
 
     async def effect_started(self, call_id: CallId) -> None:
-        """The point of no return: from here on the effect may have happened."""
+        """The point of no return: from here on the effect may have happened.
+
+        The dispatcher awaits the reporter it was given once per call, on the
+        tool's first report and before the tool continues — whatever the layers
+        passed down — so its owner can make the start durable first. Dispatch
+        layers cannot report a start on the tool's behalf.
+        """
 
 
 class NullReporter:

@@ -1,24 +1,72 @@
 """Built-in tools for the quick start: ``echo`` and sandboxed ``files.*``.
 
 They are fallbacks: an application tool of the same name replaces one.
+
+A file tool answers input it refuses as a problem result with
+``effect_started=False`` (boundary ``EFFECT_NOT_STARTED``), so a corrected
+call, or the same call once the cause is gone, may run — even the
+replay-unsafe ``files.append``. Every check happens before the tool reports
+its point of no return. The problem codes, which stay stable:
+
+``invalid_path``
+    not a string, empty, over 1024 characters, NUL, or no file name (ends in ``/``)
+``path_outside_sandbox``
+    absolute, ``..``, a backslash, the sandbox itself, or resolves outside it
+``name_too_long``
+    a component over 255 bytes, or a whole path longer than the system allows
+``symlink_loop``
+    symbolic links that never end (or a link swapped in during the call)
+``not_found``
+    ``files.read``: nothing at the path
+``not_a_directory``
+    a parent component is a file (or another non-directory)
+``is_a_directory``
+    the path names a directory
+``not_a_regular_file``
+    a FIFO, socket or device: never opened for reading or writing
+``linked_file``
+    a file with more than one hard link, whose other name may be outside the sandbox
+``permission_denied``
+    the operating system refused access
+``too_large``
+    ``files.read``: more than 1 MiB
+``not_text``
+    ``files.read``: not UTF-8, or holds U+0000 (which PostgreSQL text cannot store)
+``io_error``
+    a real I/O failure: before the start it did not start; after the start
+    ``files.write`` failed (retryable, the old content is intact) and
+    ``files.append`` is unknown (a part of the line may have landed)
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
-import tempfile
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from arvis.domain.definitions import Effect, ReplaySafety, ToolDefinition
 from arvis.tools.base import Reporter, Tool, ToolInvocation, ToolResult
 from arvis.tools.errors import ToolExecutionError
-from arvis.tools.sandbox import MAX_PATH_CHARS, SandboxViolation, confine
+from arvis.tools.sandbox import (
+    MAX_PATH_CHARS,
+    FileRefusal,
+    NotFound,
+    confine,
+    inspect_entry,
+    open_entry,
+    open_parent,
+    shown,
+)
 
 MAX_FILE_BYTES = 1024 * 1024
 
+_T = TypeVar("_T")
 _PATH = {"type": "string", "minLength": 1, "maxLength": MAX_PATH_CHARS}
 
 
@@ -75,14 +123,45 @@ class _Builtin:
     def name(self) -> str:
         return self.definition.name
 
-    def _target(self, invocation: ToolInvocation) -> tuple[str, Path]:
-        payload = invocation.payload.value
-        raw = payload.get("path") if isinstance(payload, dict) else None
-        return str(raw), confine(self.sandbox_dir, raw)
+
+def _path(invocation: ToolInvocation) -> object:
+    payload = invocation.payload.value
+    return payload.get("path") if isinstance(payload, dict) else None
 
 
-def _refused(exc: SandboxViolation) -> ToolResult:
+def _field(invocation: ToolInvocation, name: str) -> str:
+    payload = invocation.payload.value
+    return str(payload.get(name, "")) if isinstance(payload, dict) else ""
+
+
+def _refused(exc: FileRefusal) -> ToolResult:
     return ToolResult.fail(exc.code, exc.message, effect_started=False)
+
+
+async def _run_to_completion(
+    work: Callable[[], _T], *, on_late: Callable[[_T], None] | None = None
+) -> _T:
+    """Run ``work`` in a worker thread that a cancelled caller cannot abandon.
+
+    A cancelled ``to_thread`` may never start its function, or may leave it
+    running on a descriptor the caller then closes (and the kernel reuses).
+    Here the function always runs to its end; a result nobody awaits any more
+    is handed to ``on_late``, which releases what it holds.
+    """
+    future = asyncio.get_running_loop().run_in_executor(None, work)
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        future.add_done_callback(functools.partial(_settle_late, on_late))
+        raise
+
+
+def _settle_late(on_late: Callable[[_T], None] | None, done: asyncio.Future[_T]) -> None:
+    # The caller's cancellation is its outcome; a late error is only collected.
+    if done.cancelled() or done.exception() is not None:
+        return
+    if on_late is not None:
+        on_late(done.result())
 
 
 class EchoTool(_Builtin):
@@ -96,29 +175,49 @@ class FilesReadTool(_Builtin):
     definition = FILES_READ
 
     async def execute(self, invocation: ToolInvocation, reporter: Reporter) -> ToolResult:
+        raw = _path(invocation)
         try:
-            raw, target = self._target(invocation)
-        except SandboxViolation as exc:
+            data = await asyncio.to_thread(_read, self.sandbox_dir, raw)
+        except FileRefusal as exc:
             return _refused(exc)
-        try:
-            data = await asyncio.to_thread(_read_bounded, target)
-        except OSError:  # missing, a directory, unreadable: nothing was read
-            return ToolResult.fail(
-                "not_found", f"no readable file at {raw!r}", effect_started=False
-            )
+        except OSError:
+            return ToolResult.fail("io_error", f"could not read {shown(raw)}", effect_started=False)
         if data is None:
             return ToolResult.fail(
                 "too_large", f"larger than {MAX_FILE_BYTES} bytes", effect_started=False
             )
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            return ToolResult.fail("not_text", f"{raw!r} is not UTF-8 text", effect_started=False)
-        return ToolResult.ok({"path": raw, "content": text})
+        text = _text(data)
+        if text is None:
+            return ToolResult.fail(
+                "not_text",
+                f"{shown(raw)} is not UTF-8 text without U+0000",
+                effect_started=False,
+            )
+        return ToolResult.ok({"path": str(raw), "content": text})
 
 
-def _read_bounded(target: Path) -> bytes | None:
-    with target.open("rb") as handle:
+def _text(data: bytes) -> str | None:
+    """``data`` as text; ``None`` if not UTF-8 or holding U+0000 (PostgreSQL text cannot)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return None if "\x00" in text else text
+
+
+def _read(sandbox: Path, raw: object) -> bytes | None:
+    """The file's bytes, or ``None`` past :data:`MAX_FILE_BYTES`."""
+    target = confine(sandbox, raw)
+    directory = open_parent(target, raw, create=False)
+    try:
+        if inspect_entry(directory, target.name, raw) is None:
+            raise NotFound(raw, "no such file")
+        fd = open_entry(directory, target.name, raw, os.O_RDONLY)
+    finally:
+        os.close(directory)
+    with os.fdopen(fd, "rb") as handle:
+        if os.fstat(fd).st_size > MAX_FILE_BYTES:
+            return None
         data = handle.read(MAX_FILE_BYTES + 1)
     return None if len(data) > MAX_FILE_BYTES else data
 
@@ -127,86 +226,127 @@ class FilesWriteTool(_Builtin):
     definition = FILES_WRITE
 
     async def execute(self, invocation: ToolInvocation, reporter: Reporter) -> ToolResult:
+        raw = _path(invocation)
+        data = _field(invocation, "content").encode("utf-8")
         try:
-            raw, target = self._target(invocation)
-        except SandboxViolation as exc:
-            return _refused(exc)
-        if target.is_dir():
-            return ToolResult.fail(
-                "is_a_directory", f"{raw!r} is a directory", effect_started=False
+            staged = await _run_to_completion(
+                functools.partial(_stage, self.sandbox_dir, raw, data), on_late=_Staged.discard
             )
-        data = str(invocation.payload.value.get("content", "")).encode("utf-8")
-        try:
-            temp = await asyncio.to_thread(_stage, target, data)
+        except FileRefusal as exc:
+            return _refused(exc)
         except OSError:
             raise ToolExecutionError(
                 invocation.call_id,
                 effect_started=False,
                 retryable=True,
                 code="io_error",
-                message=f"could not stage the new content of {raw!r}",
+                message=f"could not stage the new content of {shown(raw)}",
             ) from None
         try:
             # The replace is the point of no return: before it, the target is untouched.
             await reporter.effect_started(invocation.call_id)
-            await asyncio.to_thread(_commit, temp, target)
+        except BaseException:
+            staged.discard()
+            raise
+        try:
+            await _run_to_completion(staged.commit)
         except OSError:
             raise ToolExecutionError(
                 invocation.call_id,
                 effect_started=True,
                 retryable=True,
                 code="io_error",
-                message=f"could not replace {raw!r}",
+                message=f"could not replace {shown(raw)}",
             ) from None
+        return ToolResult.ok({"path": str(raw), "bytes": len(data)})
+
+
+@dataclass(frozen=True, slots=True)
+class _Staged:
+    """New content, durable in a temporary file beside its target, not yet in place."""
+
+    directory: int
+    name: str
+    temp: str
+
+    def commit(self) -> None:
+        try:
+            os.replace(self.temp, self.name, src_dir_fd=self.directory, dst_dir_fd=self.directory)
+            os.fsync(self.directory)  # the rename itself must survive a crash
         finally:
+            self.discard()
+
+    def discard(self) -> None:
+        try:
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(temp)
-        return ToolResult.ok({"path": raw, "bytes": len(data)})
+                os.unlink(self.temp, dir_fd=self.directory)
+        finally:
+            os.close(self.directory)
 
 
-def _stage(target: Path, data: bytes) -> str:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+def _stage(sandbox: Path, raw: object, data: bytes) -> _Staged:
+    target = confine(sandbox, raw)
+    directory = open_parent(target, raw, create=True)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+        # os.replace would swap a FIFO or a linked name for a new file; refuse
+        # them like the other tools do, and a directory before the point of no return.
+        inspect_entry(directory, target.name, raw)
+        temp = _write_temp(directory, data)
     except BaseException:
-        os.unlink(temp)
-        raise
-    return temp
-
-
-def _commit(temp: str, target: Path) -> None:
-    os.replace(temp, target)
-    directory = os.open(target.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)  # the rename itself must survive a crash
-    finally:
         os.close(directory)
+        raise
+    return _Staged(directory, target.name, temp)
+
+
+def _write_temp(directory: int, data: bytes) -> str:
+    # A short name of its own, so a target name of up to 255 bytes still fits.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    for _ in range(3):
+        temp = f".arvis-{secrets.token_hex(8)}.tmp"
+        try:
+            fd = os.open(temp, flags, 0o600, dir_fd=directory)
+        except FileExistsError:
+            continue
+        try:
+            try:
+                _write_all(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except BaseException:
+            os.unlink(temp, dir_fd=directory)
+            raise
+        return temp
+    raise FileExistsError(f"no free temporary name in {directory}")
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 class FilesAppendTool(_Builtin):
     definition = FILES_APPEND
 
     async def execute(self, invocation: ToolInvocation, reporter: Reporter) -> ToolResult:
+        raw = _path(invocation)
+        data = (_field(invocation, "line") + "\n").encode("utf-8")
         try:
-            raw, target = self._target(invocation)
-        except SandboxViolation as exc:
-            return _refused(exc)
-        if target.is_dir():
-            return ToolResult.fail(
-                "is_a_directory", f"{raw!r} is a directory", effect_started=False
+            fd = await _run_to_completion(
+                functools.partial(_open_for_append, self.sandbox_dir, raw), on_late=os.close
             )
-        data = (str(invocation.payload.value.get("line", "")) + "\n").encode("utf-8")
-        try:
-            fd = await asyncio.to_thread(_open_for_append, target)
+        except FileRefusal as exc:
+            return _refused(exc)
         except OSError:
-            return ToolResult.fail("io_error", f"could not open {raw!r}", effect_started=False)
+            return ToolResult.fail("io_error", f"could not open {shown(raw)}", effect_started=False)
         try:
             await reporter.effect_started(invocation.call_id)
-            await asyncio.to_thread(_append, fd, data)
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
+            await _run_to_completion(functools.partial(_append, fd, data))
         except OSError:
             # A short write may have landed part of the line: nobody can say.
             raise ToolExecutionError(
@@ -214,24 +354,29 @@ class FilesAppendTool(_Builtin):
                 effect_started=None,
                 retryable=False,
                 code="io_error",
-                message=f"appending to {raw!r} failed part-way",
+                message=f"appending to {shown(raw)} failed part-way",
             ) from None
-        finally:
-            os.close(fd)
-        return ToolResult.ok({"path": raw, "bytes": len(data)})
+        return ToolResult.ok({"path": str(raw), "bytes": len(data)})
 
 
-def _open_for_append(target: Path) -> int:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-    return os.open(target, flags, 0o644)
+def _open_for_append(sandbox: Path, raw: object) -> int:
+    target = confine(sandbox, raw)
+    directory = open_parent(target, raw, create=True)
+    try:
+        inspect_entry(directory, target.name, raw)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        return open_entry(directory, target.name, raw, flags)
+    finally:
+        os.close(directory)
 
 
 def _append(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-    os.fsync(fd)
+    """Write and sync ``data``; the descriptor is this function's to close."""
+    try:
+        _write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def builtin_tools(sandbox_dir: Path) -> list[Tool]:

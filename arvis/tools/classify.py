@@ -7,6 +7,12 @@ ending the tool did not describe in its own typed terms (an untyped exception,
 a protocol violation, a deadline after the body began) is classified
 ``effect_started=None`` (unknown, never retryable) for a mutating tool, and
 ``False`` for a read-only tool, which has no effect to start.
+
+The one thing the dispatcher does observe itself is the tool's start report
+(``reporter.effect_started``). After it, a mutating tool's effect is known to
+have started, so an ending it did not describe — including a typed error that
+says "unknown" — is ``EFFECT_STARTED`` (started, end not observed; never
+retryable) rather than unknown.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ MESSAGES = {
     "tool_crashed": "the tool failed unexpectedly; the server log has the details",
     "call_id_mismatch": "the tool answered for another call id",
     "read_only_uncertain": "a read-only tool reported an uncertain outcome",
+    "read_only_accepted": "a read-only tool answered that it accepted asynchronous work",
     "retry_advice_from_unsafe_tool": "a replay-unsafe tool advised a retry after it may have "
     "started its effect",
     "hidden_second_error": "the tool raised more than one error (a group or a wrapped chain)",
@@ -39,6 +46,16 @@ MESSAGES = {
     "dispatch_layer_failed": "a dispatch layer failed unexpectedly; the server log has the details",
     "invalid_layer_outcome": "a dispatch layer answered something that is not a dispatch outcome",
     "plan_retired": "the run's tool plan is no longer current; its tools cannot run",
+    "second_execution_refused": "the tool already ran for this invocation; a second execution "
+    "was refused without running it",
+    "invocation_altered": "a dispatch layer altered the frozen invocation; it was refused "
+    "without running",
+    "dispatch_outside_call": "a dispatch layer called the tool outside its dispatch; it was "
+    "refused without running",
+    "call_id_reused": "this call id was already dispatched; a tool body never runs twice for "
+    "one call",
+    "tool_outcome_unobserved": "a dispatch layer answered before the tool finished; the server "
+    "log has the details",
 }
 
 
@@ -47,33 +64,57 @@ def not_started(code: str, *, retryable: bool = False) -> ToolFailure:
     return ToolFailure(code=code, message=MESSAGES[code], effect_started=False, retryable=retryable)
 
 
-def untrusted(definition: ToolDefinition, code: str) -> ToolFailure:
-    """A failure whose effect the tool did not describe in typed terms (module rule)."""
-    started = False if definition.read_only else None
-    return ToolFailure(code=code, message=MESSAGES[code], effect_started=started, retryable=False)
+def untrusted(definition: ToolDefinition, code: str, *, started: bool = False) -> ToolFailure:
+    """A failure whose effect the tool did not describe in typed terms (module rule).
+
+    ``started``: the tool had reported its start, so a mutating tool's effect is
+    known to have started and its end is what is unknown (``EFFECT_STARTED``).
+    """
+    if definition.read_only:
+        return ToolFailure(code=code, message=MESSAGES[code], effect_started=False, retryable=False)
+    return ToolFailure(
+        code=code,
+        message=MESSAGES[code],
+        effect_started=True if started else None,
+        end_unobserved=started,
+        retryable=False,
+    )
 
 
-def deadline_exceeded(definition: ToolDefinition | None, *, body_started: bool) -> ToolFailure:
-    """Deadline rule: unknown for a mutating tool whose body began, else not started.
+def deadline_exceeded(
+    definition: ToolDefinition | None, *, body_started: bool, start_reported: bool = False
+) -> ToolFailure:
+    """Deadline rule: started, else unknown, for a mutating tool whose body began.
 
     A mutating body that began may have reached its point of no return whether
-    or not it reported so, hence ``None``; nothing can have happened when the
-    deadline expired before the body or in a read-only tool, so a retry is safe.
+    or not it reported so, hence unknown — or ``EFFECT_STARTED`` once it did
+    report it; nothing can have happened when the deadline expired before the
+    body or in a read-only tool, so a retry is safe.
     """
     if definition is None or not body_started or definition.read_only:
         return not_started("deadline_exceeded", retryable=True)
-    return untrusted(definition, "deadline_exceeded")
+    return untrusted(definition, "deadline_exceeded", started=start_reported)
 
 
 class CallReporter:
     """The reporter one tool call receives: checks, remembers, contains.
 
+    ``sink`` is the reporter the dispatch layers handed down; ``outer`` is the
+    one the top-level dispatch was given. The tool's first ``effect_started`` is
+    awaited on ``outer`` first (so its owner can make the start durable before
+    the tool continues, even when a layer dropped or replaced the reporter),
+    then on ``sink``; later reports are checked, not forwarded. ``progress``
+    goes to ``sink``, or to ``outer`` when a layer passed none down.
+
     A failing sink never breaks the tool: its first error is kept in
     :attr:`sink_error` for the dispatcher (see ``DispatchFailure``).
     """
 
-    def __init__(self, sink: Reporter | None, call_id: CallId) -> None:
+    def __init__(
+        self, sink: Reporter | None, call_id: CallId, *, outer: Reporter | None = None
+    ) -> None:
         self._sink = sink
+        self._outer = outer
         self.call_id = call_id
         self.started = False
         self.violation: str | None = None
@@ -86,18 +127,25 @@ class CallReporter:
 
     async def progress(self, call_id: CallId, message: str, data: Any = None) -> None:
         self._check(call_id)
-        if self._sink is not None:
+        sink = self._sink if self._sink is not None else self._outer
+        if sink is not None:
             try:
-                await self._sink.progress(call_id, message, data)
+                await sink.progress(call_id, message, data)
             except Exception as exc:  # the sink's failure must not become the tool's
                 self._sink_failed(exc)
 
     async def effect_started(self, call_id: CallId) -> None:
         self._check(call_id)
+        if self.started:
+            return
+        # Set before awaiting anyone: from this call on the effect may be under way.
         self.started = True
-        if self._sink is not None:
+        sinks = [] if self._outer is None else [self._outer]
+        if self._sink is not None and self._sink is not self._outer:
+            sinks.append(self._sink)
+        for sink in sinks:
             try:
-                await self._sink.effect_started(call_id)
+                await sink.effect_started(call_id)
             except Exception as exc:  # the sink's failure must not become the tool's
                 self._sink_failed(exc)
 
@@ -105,6 +153,29 @@ class CallReporter:
         logger.warning("progress reporting failed for call %s", self.call_id, exc_info=exc)
         if self.sink_error is None:
             self.sink_error = exc
+
+
+class LayerReporter:
+    """What dispatch layers receive in place of the top-level reporter.
+
+    ``progress`` is forwarded; ``effect_started`` is not, because only the tool's
+    own report — which the core forwards to the top-level reporter itself —
+    may mark a start: a layer cannot claim one, and a layer that wraps this
+    reporter causes no second mark.
+    """
+
+    def __init__(self, outer: Reporter, call_id: CallId) -> None:
+        self.outer = outer
+        self.call_id = call_id
+
+    async def progress(self, call_id: CallId, message: str, data: Any = None) -> None:
+        if call_id != self.call_id:
+            raise CallIdMismatch(self.call_id, call_id)
+        await self.outer.progress(call_id, message, data)
+
+    async def effect_started(self, call_id: CallId) -> None:
+        if call_id != self.call_id:
+            raise CallIdMismatch(self.call_id, call_id)
 
 
 def _hides_second_error(exc: BaseException) -> bool:
@@ -125,29 +196,35 @@ def classify_error(
     definition: ToolDefinition, reporter: CallReporter, exc: ToolExecutionError
 ) -> ToolFailure:
     """Check a typed error against every rule of DESIGN §3, in a fixed order."""
+    started = reporter.started
     if reporter.violation is not None:
-        return untrusted(definition, reporter.violation)
+        return untrusted(definition, reporter.violation, started=started)
     if exc.call_id != reporter.call_id:
-        return untrusted(definition, "call_id_mismatch")
+        return untrusted(definition, "call_id_mismatch", started=started)
     if _hides_second_error(exc):
-        return untrusted(definition, "hidden_second_error")
+        return untrusted(definition, "hidden_second_error", started=started)
     if definition.read_only and exc.effect_started is None:
         return untrusted(definition, "read_only_uncertain")
-    if reporter.started and exc.effect_started is False:
-        return untrusted(definition, "effect_report_contradiction")
+    if started and exc.effect_started is False:
+        return untrusted(definition, "effect_report_contradiction", started=True)
+    # "Unknown" from a tool that reported its start: the start is known, its end is not.
+    end_unobserved = started and exc.effect_started is None
+    effect_started = True if end_unobserved else exc.effect_started
     if exc.retryable and definition.replay_safety is ReplaySafety.UNSAFE:
         # Even a not-started failure loses its advice: the lifecycle retries
         # EFFECT_NOT_STARTED anyway, and an unsafe tool's advice is never trusted.
         return ToolFailure(
             code="retry_advice_from_unsafe_tool",
             message=MESSAGES["retry_advice_from_unsafe_tool"],
-            effect_started=exc.effect_started,
+            effect_started=effect_started,
+            end_unobserved=end_unobserved,
             retryable=False,
         )
     return ToolFailure(
         code=exc.tool_code,
         message=exc.message,
-        effect_started=exc.effect_started,
+        effect_started=effect_started,
+        end_unobserved=end_unobserved,
         # Uncertain ⇒ never retryable, whatever the tool advised.
         retryable=exc.retryable and exc.effect_started is not None,
     )
@@ -156,28 +233,34 @@ def classify_error(
 def classify_untyped(
     definition: ToolDefinition, reporter: CallReporter, exc: Exception
 ) -> ToolFailure:
+    started = reporter.started
     if reporter.violation is not None:
-        return untrusted(definition, reporter.violation)
+        return untrusted(definition, reporter.violation, started=started)
     if _hides_second_error(exc):
-        return untrusted(definition, "hidden_second_error")
-    return untrusted(definition, "tool_crashed")
+        return untrusted(definition, "hidden_second_error", started=started)
+    return untrusted(definition, "tool_crashed", started=started)
 
 
 def classify_return(
     definition: ToolDefinition, reporter: CallReporter, returned: object
 ) -> DispatchOutcome:
+    def refused(code: str) -> DispatchOutcome:
+        return DispatchOutcome(failure=untrusted(definition, code, started=reporter.started))
+
     if isinstance(returned, BaseException):
-        return DispatchOutcome(failure=untrusted(definition, "result_and_error"))
+        return refused("result_and_error")
     if not isinstance(returned, ToolResult):
-        return DispatchOutcome(failure=untrusted(definition, "invalid_tool_result"))
-    if returned.problem is not None and returned.value is not None:
+        return refused("invalid_tool_result")
+    if returned.problem is not None and (returned.value is not None or returned.pending):
         # Only reachable through model_construct, which skips validation.
-        return DispatchOutcome(failure=untrusted(definition, "result_and_error"))
+        return refused("result_and_error")
     if reporter.violation is not None:
-        return DispatchOutcome(failure=untrusted(definition, reporter.violation))
+        return refused(reporter.violation)
+    if returned.pending and definition.read_only:
+        return refused("read_only_accepted")
     problem = returned.problem
     if problem is not None and not problem.effect_started and reporter.started:
-        return DispatchOutcome(failure=untrusted(definition, "effect_report_contradiction"))
+        return refused("effect_report_contradiction")
     return DispatchOutcome(result=returned)
 
 
@@ -185,8 +268,10 @@ def conform(definition: ToolDefinition, outcome: DispatchOutcome) -> DispatchOut
     """Hold an outcome from any layer to the rules a tool's own outcome obeys."""
     failure = outcome.failure
     if failure is None:
+        if definition.read_only and outcome.result is not None and outcome.result.pending:
+            return DispatchOutcome(failure=untrusted(definition, "read_only_accepted"))
         return outcome
-    if definition.read_only and failure.effect_started is None:
+    if definition.read_only and (failure.effect_started is None or failure.end_unobserved):
         return DispatchOutcome(failure=untrusted(definition, "read_only_uncertain"))
     unsafe = definition.replay_safety is ReplaySafety.UNSAFE
     if unsafe and failure.retryable and failure.effect_started is not False:

@@ -7,29 +7,114 @@ description = "Update a CRM record."
 url = "https://crm.internal/arvis/update"
 effect = "mutating"
 replay_safety = "idempotent"
-capabilities = ["network.access"]
 input_schema = { type = "object" }
+timeout_s = 10
+headers = { "X-Tenant-Zone" = "eu" }         # plain values: never a credential
+headers_env = { Authorization = "CRM_TOKEN" } # values read from the environment at start-up
 ```
 
-The request body is the JCS object ``{call_id, context, idempotency_key,
-payload, tool}`` with an ``Idempotency-Key`` header. The endpoint answers a
-tool result as JSON: ``{"value": ...}`` or ``{"problem": {code, detail,
-effect_started}}``. A connect failure means the effect did not start; a
-failure after the request may have been sent means nobody knows.
+**Egress.** ``url`` is the tool's fixed destination (:attr:`HttpTool.destination`):
+the egress gate checks its host against ``egress_hosts``, for read-only tools
+too, so an HTTP tool needs no ``network.access`` tag (a read-only one may not
+hold it). Redirects are never followed: the checked host is the only one reached.
+
+**Secrets.** ``headers`` are written in ``arvis.toml`` and refuse anything that
+looks like a credential (``Authorization``, ``Proxy-Authorization``,
+``Cookie``, or a name containing token, secret, key, auth, password,
+credential). Credentials go in ``headers_env``: header name → environment
+variable, read once at start-up from the environment the host injects
+(:class:`~arvis.tools.registry.ToolHost`); a missing variable stops start-up
+naming the tool and the variable. Their values are sent and never shown:
+not in errors, logs, the journal, ``arvis tools`` or ``GET /v1/tools``.
+
+**The request.** ``POST url`` with ``Content-Type: application/json``,
+``Idempotency-Key: <the invocation's key>`` (send it downstream to dedupe
+retries) and the configured headers. The body is the RFC 8785 (JCS) object::
+
+    {
+      "call_id": "…",                  # correlates this call
+      "context": {                     # the sealed AuthorizedEffectContext (DESIGN §1)
+        "tenant_id": "acme",
+        "principal_id": "agent-7",     # who asked
+        "auth_method": "api_key",      # how they authenticated
+        "key_id": "k_agent",           # the API key's id (never its secret), or null
+        "roles": ["agent"],
+        "run_id": "…", "causal_id": "…",
+        "plan_id": "…",                # the tool plan the run is bound to
+        "instance_id": "…"             # the ARVIS instance that admitted the effect
+      },
+      "idempotency_key": "…",          # the same as the header
+      "payload": {…},                  # the frozen, schema-checked payload
+      "tool": "crm.update"
+    }
+
+**The answer.** ``2xx`` with a tool result as JSON: ``{"value": ...}`` or
+``{"problem": {code, detail, effect_started}}``. ``202 Accepted`` is work that
+started and completes later: ``EFFECT_STARTED``, its JSON body (or null when
+it has none, or none ARVIS can journal) kept as the result; a read-only tool
+may not answer it (refused, not started). A ``4xx`` other than ``409``
+is a problem result whose effect did not start. A connect
+failure means the effect did not start; a failure after the request may have
+been sent (a timeout, a reset, a ``5xx``, a ``409``) means nobody knows.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from arvis.domain.canonical import canonical_bytes
 from arvis.domain.definitions import Effect, ReplaySafety, ToolDefinition
-from arvis.domain.errors import DefinitionError
+from arvis.domain.errors import ConfigurationError, DefinitionError
 from arvis.tools.base import Reporter, ToolInvocation, ToolResult
 from arvis.tools.errors import ToolExecutionError
+
+# RFC 9110 field-name token characters.
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+# Visible ASCII, inner spaces and tabs: no CR/LF (header injection), nothing
+# a client would have to encode.
+_HEADER_VALUE = re.compile(r"^[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_URL_UNSAFE = re.compile(r"[\s\x00-\x1f\x7f\\]")
+_SECRET_WORDS = ("token", "secret", "key", "auth", "password", "passwd", "credential", "cookie")
+# Headers ARVIS sets itself, or that belong to the transport.
+_RESERVED = frozenset(
+    {
+        "content-type",
+        "content-length",
+        "idempotency-key",
+        "host",
+        "transfer-encoding",
+        "connection",
+        "te",
+        "trailer",
+        "upgrade",
+    }
+)
+
+
+def looks_secret(header: str) -> bool:
+    """Whether a header name suggests a credential (case-insensitive)."""
+    lowered = header.lower()
+    return any(word in lowered for word in _SECRET_WORDS)
+
+
+def _check_header_name(header: str) -> None:
+    if not _HEADER_NAME.match(header):
+        raise ValueError(f"{header!r} is not a valid header name")
+    if header.lower() in _RESERVED:
+        raise ValueError(f"header {header!r} is set by ARVIS and may not be configured")
 
 
 class HttpToolConfig(BaseModel):
@@ -40,27 +125,93 @@ class HttpToolConfig(BaseModel):
     name: str
     description: str
     url: str = Field(pattern=r"^https?://")
+    """The endpoint; its host is what the egress gate checks."""
     effect: Effect
     replay_safety: ReplaySafety
     capabilities: list[str] = Field(default_factory=list)
     input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
     timeout_s: float = Field(default=10.0, gt=0, le=600)
     headers: dict[str, str] = Field(default_factory=dict)
+    """Plain headers; a credential here is refused (use ``headers_env``)."""
+    headers_env: dict[str, str] = Field(default_factory=dict)
+    """Header name → environment variable holding its value, read at start-up."""
+
+    @field_validator("url")
+    @classmethod
+    def _endpoint(cls, url: str) -> str:
+        if _URL_UNSAFE.search(url):
+            raise ValueError("the url may not contain whitespace, control characters or '\\'")
+        try:
+            parsed = httpx.URL(url)
+        except httpx.InvalidURL:
+            raise ValueError("the url is not a valid http(s) URL") from None
+        if not parsed.host:
+            raise ValueError("the url names no host")
+        if parsed.userinfo:
+            raise ValueError(
+                "the url may not carry userinfo: send credentials with headers_env, and "
+                "the host after '@' is the one reached"
+            )
+        if parsed.fragment:
+            raise ValueError("the url may not carry a fragment")
+        return url
+
+    @field_validator("headers")
+    @classmethod
+    def _plain_headers(cls, headers: dict[str, str]) -> dict[str, str]:
+        for header, value in headers.items():
+            _check_header_name(header)
+            if looks_secret(header):
+                raise ValueError(
+                    f"header {header!r} looks like a credential and may not be written in "
+                    f"arvis.toml: name the environment variable that holds it in headers_env "
+                    f'(headers_env = {{ "{header}" = "MY_VARIABLE" }})'
+                )
+            if not _HEADER_VALUE.match(value):
+                raise ValueError(f"header {header!r}: the value must be printable ASCII")
+        return headers
+
+    @field_validator("headers_env")
+    @classmethod
+    def _env_headers(cls, headers_env: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        plain = {header.lower() for header in info.data.get("headers", {})}
+        for header, variable in headers_env.items():
+            _check_header_name(header)
+            if header.lower() in plain:
+                raise ValueError(f"header {header!r} is in both headers and headers_env")
+            if not _ENV_NAME.match(variable):
+                raise ValueError(
+                    f"header {header!r}: {variable!r} is not an environment variable name"
+                )
+        return headers_env
 
 
 class HttpTool:
     """A tool whose body is an HTTP endpoint."""
 
     def __init__(
-        self, definition: ToolDefinition, config: HttpToolConfig, client: httpx.AsyncClient
+        self,
+        definition: ToolDefinition,
+        config: HttpToolConfig,
+        client: httpx.AsyncClient,
+        secret_headers: Mapping[str, str] | None = None,
     ) -> None:
         self.definition = definition
         self._config = config
         self._client = client
+        self._headers = {**config.headers, **(secret_headers or {})}
 
     @property
     def name(self) -> str:
         return self.definition.name
+
+    @property
+    def destination(self) -> str:
+        """The configured endpoint: the one URL every call reaches (see the egress gate)."""
+        return self._config.url
+
+    def __repr__(self) -> str:
+        return f"HttpTool({self.name!r}, {self._config.url!r})"
 
     async def execute(self, invocation: ToolInvocation, reporter: Reporter) -> ToolResult:
         context = invocation.context
@@ -69,9 +220,14 @@ class HttpTool:
                 "call_id": invocation.call_id,
                 "context": {
                     "tenant_id": context.tenant_id,
+                    "principal_id": context.principal_id,
+                    "auth_method": context.auth_method,
+                    "key_id": context.key_id,
+                    "roles": list(context.roles),
                     "run_id": context.run_id,
                     "causal_id": context.causal_id,
                     "plan_id": context.plan_id,
+                    "instance_id": context.instance_id,
                 },
                 "idempotency_key": invocation.idempotency_key,
                 "payload": invocation.payload.value,
@@ -79,13 +235,18 @@ class HttpTool:
             }
         )
         headers = {
-            **self._config.headers,
+            **self._headers,
             "Content-Type": "application/json",
             "Idempotency-Key": invocation.idempotency_key,
         }
         try:
+            # Never follow a redirect: the egress gate checked this host only.
             response = await self._client.post(
-                self._config.url, content=body, headers=headers, timeout=self._config.timeout_s
+                self._config.url,
+                content=body,
+                headers=headers,
+                timeout=self._config.timeout_s,
+                follow_redirects=False,
             )
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout):
             raise self._error(
@@ -100,9 +261,15 @@ class HttpTool:
 
     def _result(self, invocation: ToolInvocation, response: httpx.Response) -> ToolResult:
         status = response.status_code
+        if status == 202:
+            return self._accepted(invocation, response)
         if 200 <= status < 300:
             try:
-                return ToolResult.model_validate(response.json())
+                answer = response.json()
+                if isinstance(answer, dict) and "pending" in answer:
+                    # Accepted work is said by the status, never by a body field.
+                    raise ValueError("pending is not part of a remote answer")
+                return ToolResult.model_validate(answer)
             except (ValueError, ValidationError):
                 raise self._error(
                     invocation, True, False, "invalid_remote_response", "not a tool result"
@@ -115,6 +282,18 @@ class HttpTool:
         raise self._error(
             invocation, None, False, "remote_failed", f"the endpoint failed ({status})"
         )
+
+    def _accepted(self, invocation: ToolInvocation, response: httpx.Response) -> ToolResult:
+        if self.definition.read_only:
+            # A read has nothing to start: an endpoint deferring it broke its contract.
+            raise self._error(
+                invocation, False, True, "invalid_remote_response", "a read answered 202 Accepted"
+            )
+        try:
+            return ToolResult.accepted(response.json() if response.content else None)
+        except (ValueError, ValidationError):
+            # The work was accepted whatever its receipt says: keep the boundary.
+            return ToolResult.accepted(None)
 
     def _error(
         self,
@@ -137,8 +316,19 @@ class HttpTool:
         )
 
 
-def http_tool(config: HttpToolConfig, client: httpx.AsyncClient, *, source: str) -> HttpTool:
-    """Build one declared HTTP tool; a contradiction names the tool, the rule and the entry."""
+def http_tool(
+    config: HttpToolConfig,
+    client: httpx.AsyncClient,
+    *,
+    source: str,
+    environ: Mapping[str, str],
+) -> HttpTool:
+    """Build one declared HTTP tool; a contradiction names the tool, the rule and the entry.
+
+    ``environ`` supplies the ``headers_env`` values; a variable that is unset or
+    empty stops start-up with a :class:`ConfigurationError` naming the tool and
+    the variable (never a value).
+    """
     try:
         definition = ToolDefinition(
             name=config.name,
@@ -150,4 +340,18 @@ def http_tool(config: HttpToolConfig, client: httpx.AsyncClient, *, source: str)
         )
     except DefinitionError as exc:
         raise DefinitionError(exc.tool, f"{exc.rule} (declared by {source})") from None
-    return HttpTool(definition, config, client)
+    secrets: dict[str, str] = {}
+    for header, variable in config.headers_env.items():
+        value = environ.get(variable, "").strip()
+        if not value:
+            raise ConfigurationError(
+                f"{source} tool {config.name!r}: header {header!r} reads the environment "
+                f"variable {variable}, which is not set"
+            )
+        if not _HEADER_VALUE.match(value):
+            raise ConfigurationError(
+                f"{source} tool {config.name!r}: the environment variable {variable} "
+                f"(header {header!r}) must hold printable ASCII on one line"
+            )
+        secrets[header] = value
+    return HttpTool(definition, config, client, secrets)

@@ -4,6 +4,12 @@ A decorator (policy, telemetry, retry, a plugin) is a callable that takes the
 layer beneath it and returns a new layer with the same definitions. The
 :class:`~arvis.tools.dispatcher.ToolDispatcher` applies them in declared
 order, first = outermost, and guards every layer with one definition snapshot.
+
+A layer hands down the frozen invocation it received: one that differs (tool,
+payload, idempotency key, context or call id) is refused before the body. The
+body runs at most once per dispatch however often a layer calls ``inner``, and
+once it ran, a layer can make the answer more cautious but never less; a retry
+is a new syscall attempt (see :mod:`arvis.tools.dispatcher`).
 """
 
 from __future__ import annotations

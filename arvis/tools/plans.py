@@ -64,6 +64,27 @@ class ToolPlan:
         """The definitions as persisted: ``ToolDefinition.to_dict()``, sorted by name."""
         return [definition.to_dict() for definition in self.definitions.values()]
 
+    def destination(self, tool: str) -> str | None:
+        """The fixed URL ``tool`` reaches when this plan's dispatcher runs it, or None.
+
+        Asked of the dispatcher, not the definitions: the URL is not part of a
+        fingerprint, and a retired plan's tool runs with the current one's.
+        """
+        return dispatcher_destination(self.dispatcher, tool)
+
+
+def dispatcher_destination(dispatcher: Dispatcher, tool: str) -> str | None:
+    """``dispatcher.destination(tool)`` when it offers one (see ``ToolDispatcher``), else None.
+
+    A dispatcher without the lookup has no tool with a fixed destination as far
+    as the egress gate knows: only its payload rule applies.
+    """
+    lookup = getattr(dispatcher, "destination", None)
+    if not callable(lookup):
+        return None
+    destination = lookup(tool)
+    return destination if isinstance(destination, str) else None
+
 
 class PlanLease:
     """A plan leased to one run. :meth:`release` is idempotent and never blocks."""
@@ -115,6 +136,19 @@ class RetiredPlanDispatcher:
     ) -> None:
         self.definitions = definitions
         self._current = current
+
+    def destination(self, tool: str) -> str | None:
+        """The current dispatcher's destination for ``tool``: it is what will run it.
+
+        None when the tool would fail closed with ``plan_retired`` instead.
+        """
+        wanted = self.definitions.get(tool)
+        if self._current is None or wanted is None:
+            return None
+        live = self._current.definitions.get(tool)
+        if live is None or live.fingerprint != wanted.fingerprint:
+            return None
+        return dispatcher_destination(self._current, tool)
 
     async def dispatch(
         self,

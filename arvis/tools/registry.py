@@ -37,12 +37,25 @@ class ToolHost:
     sandbox_dir: Path
     http: httpx.AsyncClient
     """Shared client; the host owns and closes it."""
-    credentials: Mapping[str, str] = field(default_factory=dict)
+    credentials: Mapping[str, str] = field(default_factory=dict, repr=False)
     """Named secrets the deployment hands to its tools."""
+    environ: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """The process environment, injected by the composition root; ``headers_env``
+    of ``[[tools.http]]`` reads it. Empty unless the host is given one."""
 
     @classmethod
-    def from_settings(cls, settings: Settings, http: httpx.AsyncClient) -> ToolHost:
-        return cls(settings=settings, sandbox_dir=settings.sandbox_dir, http=http)
+    def from_settings(
+        cls,
+        settings: Settings,
+        http: httpx.AsyncClient,
+        environ: Mapping[str, str] | None = None,
+    ) -> ToolHost:
+        return cls(
+            settings=settings,
+            sandbox_dir=settings.sandbox_dir,
+            http=http,
+            environ={} if environ is None else environ,
+        )
 
 
 class ToolsConfig(BaseModel):
@@ -139,7 +152,8 @@ def build_tool_set(settings: Settings, file_config: FileConfig, host: ToolHost) 
     ]
     for index, entry in enumerate(config.http, start=1):
         source = f"[[tools.http]] #{index}"
-        sources.append((source, [http_tool(entry, host.http, source=source)]))
+        remote = http_tool(entry, host.http, source=source, environ=host.environ)
+        sources.append((source, [remote]))
     for source, tools in sources:
         for tool in tools:
             if tool.name in declared:

@@ -103,3 +103,12 @@ async def test_journal_verify_and_replay_read_a_run_and_verify_exits_1_when_brok
     broken = await _invoke(arvis, "verify", "run-cli", "--tenant", "acme", "--json")
     assert broken.exit_code == 1
     assert json.loads(broken.output)["broken_at"] == 2
+    # Replay never hands on the tampered record: it fails closed, naming the position.
+    refused = await _invoke(arvis, "replay", "run-cli", "--tenant", "acme", "--json")
+    assert refused.exit_code == 1
+    assert "broken at position 2" in refused.output
+    assert '"n": 9' not in refused.output
+    over_http = await api.client.post("/v1/runs/run-cli/replay", headers=api.auth())
+    assert over_http.status_code == 409
+    assert (over_http.json()["code"], over_http.json()["broken_at"]) == ("chain_broken", 2)
+    assert "results" not in over_http.json()

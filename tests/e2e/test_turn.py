@@ -28,7 +28,7 @@ async def harness(database_url: str) -> AsyncIterator[Harness]:
     try:
         yield built
     finally:
-        await built.store.close()
+        await built.close()
 
 
 def _request(prompt: str, definitions: object) -> ModelRequest:

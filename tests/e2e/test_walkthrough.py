@@ -51,14 +51,21 @@ async def test_the_readme_walkthrough(api: Api) -> None:
     # 5. The auditor reads the journal: a hash chain.
     journal = await api.client.get(f"/v1/runs/{RUN}/journal", headers=auditor)
     entries = journal.json()["entries"]
-    assert [e["causal_id"] for e in entries] == ["step-1", "step-2"]
+    # The approval is on the record too: who approved, and when (DESIGN §4).
+    assert [(e["causal_id"], e["kind"]) for e in entries] == [
+        ("step-1", "execution"),
+        ("step-2", "confirmation"),
+        ("step-2", "execution"),
+    ]
+    assert entries[1]["body"]["decision"] == "APPROVED"
+    assert entries[1]["body"]["decided_by"]["principal_id"] == "approver-of-acme"
     assert entries[1]["prev_hash"] == entries[0]["entry_hash"]
     page = await api.client.get(f"/v1/runs/{RUN}/journal?after=1&limit=1", headers=auditor)
     assert [e["position"] for e in page.json()["entries"]] == [2]
 
     # 6. ...verifies it...
     verified = await api.client.get(f"/v1/runs/{RUN}/verify", headers=auditor)
-    assert verified.json() == {"ok": True, "entries": 2, "broken_at": None, "reason": None}
+    assert verified.json() == {"ok": True, "entries": 3, "broken_at": None, "reason": None}
 
     # 7. ...and a resumed agent replays it: the recorded results, nothing re-run.
     before = api.journal_count()

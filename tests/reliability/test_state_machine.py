@@ -1,10 +1,16 @@
 """Scenario 5: a hypothesis state machine over syscalls, consent, crashes and recoveries.
 
-After every step the DESIGN §4 table is checked against what the lifecycle
-answered, and the invariants against the database: an unsafe effect never runs
-again once it may have happened, every capability is consumed at most once,
-nothing is left unsettled except abandoned attempts not yet recovered, consent
-states follow DESIGN §2, and the run's chain verifies.
+Steps: syscalls by two principals through two workers (two processes on one
+database), tools that complete, fail before or after the effect, fail
+uncertainly or advise retry; approvals and denials by two approvers, one of
+whom also asks for consent (self-approval is refused); crashes of a third
+process while its tool blocks, with or without a start report; recovery
+sweeps. After every step the DESIGN §4 table is checked against what the
+lifecycle answered, and the invariants against the database: an unsafe effect
+never runs again once it may have happened, every capability is consumed at
+most once, nothing is left unsettled except abandoned attempts not yet
+recovered, consent states follow DESIGN §2 and stay bound to their requester,
+and the run's chain verifies.
 """
 
 from __future__ import annotations
@@ -18,12 +24,13 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
-from arvis.domain.ids import RunId
-from arvis.lifecycle.errors import AttemptInFlight
+from arvis.domain.identity import Identity
+from arvis.domain.ids import PrincipalId, RunId
+from arvis.lifecycle.errors import AttemptInFlight, SelfApproval
 from arvis.lifecycle.recovery import RecoverySweeper
 from arvis.tools.base import ToolInvocation, ToolResult
 from arvis.tools.errors import ToolExecutionError
-from tests.support.lifecycle import AGENT, Harness, make_harness
+from tests.support.lifecycle import AGENT, APPROVER, Harness, attempt_then_crash, make_harness
 from tests.support.reliability import report, size
 from tests.support.statemachine import KeyModel
 
@@ -49,6 +56,16 @@ BEHAVIOURS: dict[str, tuple[bool | None, bool] | None] = {
     "fails_retry_advised": (False, True),
 }
 STATS: Counter[str] = Counter()
+# A second principal of the tenant whose key also holds the approver role.
+DUAL = AGENT.model_copy(
+    update={
+        "principal_id": PrincipalId("agent-8"),
+        "key_id": "k_dual",
+        "roles": ("agent", "approver"),
+    }
+)
+CALLERS: dict[str, Identity] = {"agent": AGENT, "dual": DUAL}
+APPROVERS: dict[str, Identity] = {"approver": APPROVER, "dual": DUAL}
 
 
 def _behaviour(kind: str, tool: str) -> Any:
@@ -79,6 +96,10 @@ class LifecycleMachine(RuleBasedStateMachine):
         super().__init__()
         self.loop = asyncio.new_event_loop()
         self.harness: Harness = self.loop.run_until_complete(make_harness(self.database_url))
+        # A second worker: another process (its own lease) on the same database and tools.
+        self.second: Harness = self.loop.run_until_complete(
+            make_harness(self.database_url, tools=self.harness.tools, instance_id="sm-worker-2")
+        )
         self.keys = {
             causal: KeyModel(causal, tool, unsafe=tool == "append", needs_consent=tool == "append")
             for causal, (tool, _) in DECISIONS.items()
@@ -94,7 +115,8 @@ class LifecycleMachine(RuleBasedStateMachine):
         return self.loop.run_until_complete(coroutine)
 
     def teardown(self) -> None:
-        self.run(self.harness.store.close())
+        self.run(self.second.close())
+        self.run(self.harness.close())
         self.loop.close()
 
     # -- steps -------------------------------------------------------------
@@ -112,11 +134,11 @@ class LifecycleMachine(RuleBasedStateMachine):
 
         tool.script[:] = [counted]
 
-    def _apply(self, model: KeyModel, result: Any) -> None:
+    def _apply(self, model: KeyModel, result: Any, caller: Identity) -> None:
         """Check one answer against the model's prediction, then learn from it."""
-        expected, reason = model.expect()
+        expected, reason = model.expect(caller.principal_id)
         STATS[expected] += 1
-        assert result.outcome == expected, (model, result)
+        assert result.outcome == expected, (model, caller.principal_id, result)
         if reason is not None:
             assert result.reason == reason, (model, result)
         if result.outcome == "executed":
@@ -126,65 +148,87 @@ class LifecycleMachine(RuleBasedStateMachine):
         elif result.outcome == "refused":
             if result.reason == "confirmation_denied":  # a refusal that is an attempt
                 model.last_boundary, model.last_retryable = "PRE_EFFECT_REFUSAL", False
+            if result.reason == "identity_mismatch":
+                STATS["identity_mismatch"] += 1
+                assert result.confirmation is None
             self.journal_length += 1
         elif result.outcome == "confirmation_required":
             model.confirmation_id = result.confirmation.id
             model.confirmation_state = "PENDING"
+            model.requester = caller.principal_id
 
-    @rule(causal=st.sampled_from(sorted(DECISIONS)), kind=st.sampled_from(sorted(BEHAVIOURS)))
-    def syscall(self, causal: str, kind: str) -> None:
+    def _expect_in_flight(self, model: KeyModel, caller: Identity) -> None:
+        assert model.expect(caller.principal_id)[0] == "in_flight", model
+        STATS["in_flight"] += 1
+
+    @rule(
+        causal=st.sampled_from(sorted(DECISIONS)),
+        kind=st.sampled_from(sorted(BEHAVIOURS)),
+        who=st.sampled_from(sorted(CALLERS)),
+        worker=st.sampled_from([0, 1]),
+    )
+    def syscall(self, causal: str, kind: str, who: str, worker: int) -> None:
         model = self.keys[causal]
+        caller = CALLERS[who]
         tool, payload = DECISIONS[causal]
         self._script(causal, _behaviour(kind, tool))
+        process = (self.harness, self.second)[worker]
         try:
-            result = self.run(self.harness.execute(tool, payload, causal_id=causal))
+            result = self.run(
+                process.execute(
+                    tool, payload, causal_id=causal, run_id=self.harness.run_id, identity=caller
+                )
+            )
         except AttemptInFlight:
-            assert model.expect()[0] == "in_flight", model
-            STATS["in_flight"] += 1
+            self._expect_in_flight(model, caller)
             return
         finally:
             self.harness.tools[tool].script.clear()
-        self._apply(model, result)
+        self._apply(model, result, caller)
 
-    @rule(causal=st.sampled_from(sorted(DECISIONS)))
-    def crash_during_dispatch(self, causal: str) -> None:
-        """Abandon the dispatch while the tool blocks, as a dying instance would."""
+    @rule(
+        causal=st.sampled_from(sorted(DECISIONS)),
+        report_start=st.booleans(),
+        who=st.sampled_from(sorted(CALLERS)),
+    )
+    def crash_during_dispatch(self, causal: str, report_start: bool, who: str) -> None:
+        """A third process admits the call and is killed while its tool blocks."""
         model = self.keys[causal]
+        caller = CALLERS[who]
         tool, payload = DECISIONS[causal]
-        started = asyncio.Event()
+        running = asyncio.Event()
+        tools = self.harness.tools
 
-        async def hang(invocation: ToolInvocation) -> ToolResult:
-            started.set()
+        async def block(invocation: ToolInvocation) -> ToolResult:
+            if report_start:
+                reporter = tools[tool].reporter
+                assert reporter is not None
+                await reporter.effect_started(invocation.call_id)
+            running.set()
             await asyncio.Event().wait()
             raise AssertionError("unreachable")
 
-        self._script(causal, hang)
-
-        async def attempt() -> Any:
-            task = asyncio.create_task(self.harness.execute(tool, payload, causal_id=causal))
-            waiter = asyncio.create_task(started.wait())
-            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-            if started.is_set():
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
-                return None
-            waiter.cancel()
-            return await task
-
+        self._script(causal, block)
         try:
-            result = self.run(attempt())
+            result = self.run(
+                attempt_then_crash(
+                    self.harness, tool, payload, causal_id=causal, running=running, identity=caller
+                )
+            )
         except AttemptInFlight:
-            assert model.expect()[0] == "in_flight", model
+            self._expect_in_flight(model, caller)
             return
         finally:
-            self.harness.tools[tool].script.clear()
+            tools[tool].script.clear()
         if result is not None:
-            self._apply(model, result)
+            self._apply(model, result, caller)
             return
-        assert model.expect()[0] == "executed", model
+        assert model.expect(caller.principal_id)[0] == "executed", model
         STATS["crash"] += 1
         model.dispatched += 1
         model.in_flight = True
+        # A read-only tool has no effect to start: its report is not made durable.
+        model.crash_started = report_start and tool != "read"
         if model.unsafe:
             model.sealed = True
         if model.confirmation_state == "APPROVED":
@@ -193,34 +237,61 @@ class LifecycleMachine(RuleBasedStateMachine):
     @rule()
     def recover(self) -> None:
         settled = self.run(RecoverySweeper(self.harness.store, self.harness.clock).sweep())
-        recovered = {item.causal_id for item in settled if item.run_id == self.harness.run_id}
-        assert recovered == {c for c, m in self.keys.items() if m.in_flight}
-        for causal in recovered:
+        recovered = {
+            item.causal_id: item.boundary.value
+            for item in settled
+            if item.run_id == self.harness.run_id
+        }
+        assert set(recovered) == {c for c, m in self.keys.items() if m.in_flight}
+        for causal, boundary in recovered.items():
             model = self.keys[causal]
+            expected = "EFFECT_STARTED" if model.crash_started else "EFFECT_STATE_UNKNOWN"
+            assert boundary == expected, (model, boundary)
             model.in_flight = False
-            model.settled("EFFECT_STATE_UNKNOWN", False)
+            model.settled(boundary, False)
             self.journal_length += 1
             self.flagged = True
         STATS["recovered"] += len(recovered)
 
-    @rule(causal=st.sampled_from(["a1", "a2"]))
-    def approve(self, causal: str) -> None:
+    @rule(causal=st.sampled_from(["a1", "a2"]), who=st.sampled_from(sorted(APPROVERS)))
+    def approve(self, causal: str, who: str) -> None:
         model = self.keys[causal]
         if model.confirmation_state != "PENDING":
             return
         assert model.confirmation_id is not None
-        self.run(self.harness.approve(model.confirmation_id))
+        approver = APPROVERS[who]
+        if approver.principal_id == model.requester:
+            try:
+                self.run(self.harness.approve(model.confirmation_id, approver))
+            except SelfApproval:
+                STATS["self_approval_refused"] += 1
+                return
+            raise AssertionError("a requester approved their own request")
+        self.run(self.harness.approve(model.confirmation_id, approver))
         model.confirmation_state = "APPROVED"
+        self.journal_length += 1  # the decision is journaled
         STATS["approved"] += 1
 
     @rule(causal=st.sampled_from(["a1", "a2"]))
-    def deny(self, causal: str) -> None:
+    def requester_tries_to_approve(self, causal: str) -> None:
+        """Four eyes: a requester whose key also approves may not approve itself."""
+        model = self.keys[causal]
+        if model.confirmation_state != "PENDING" or model.requester != DUAL.principal_id:
+            return
+        assert model.confirmation_id is not None
+        with pytest.raises(SelfApproval):
+            self.run(self.harness.approve(model.confirmation_id, DUAL))
+        STATS["self_approval_refused"] += 1
+
+    @rule(causal=st.sampled_from(["a1", "a2"]), who=st.sampled_from(sorted(APPROVERS)))
+    def deny(self, causal: str, who: str) -> None:
         model = self.keys[causal]
         if model.confirmation_state not in ("PENDING", "APPROVED"):
             return
         assert model.confirmation_id is not None
-        self.run(self.harness.deny(model.confirmation_id))
+        self.run(self.harness.deny(model.confirmation_id, APPROVERS[who]))
         model.confirmation_state = "DENIED"
+        self.journal_length += 1
         STATS["denied"] += 1
 
     # -- invariants ----------------------------------------------------------
@@ -285,8 +356,11 @@ def test_the_retry_table_and_the_invariants_hold_after_every_step(database_url: 
         f" ({STATS['executed']} executed, {STATS['deduplicated']} deduplicated,"
         f" {STATS['refused']} refused, {STATS['confirmation_required']} consent asked,"
         f" {STATS['in_flight']} in flight, {STATS['crash']} crashes,"
-        f" {STATS['recovered']} recovered,"
-        f" {STATS['approved']} approvals, {STATS['denied']} denials), 0 violations"
+        f" {STATS['recovered']} recovered, {STATS['identity_mismatch']} identity mismatches,"
+        f" {STATS['approved']} approvals, {STATS['self_approval_refused']} self-approvals refused,"
+        f" {STATS['denied']} denials), 0 violations"
     )
     assert STATS["crash"] > 0
     assert STATS["recovered"] > 0
+    assert STATS["identity_mismatch"] > 0
+    assert STATS["self_approval_refused"] > 0

@@ -37,7 +37,7 @@ async def _run_with_entries(database_url: str) -> str:
             await harness.execute("read", {"msg": f"msg-{n}"}, causal_id=f"t{n}")
         return harness.run_id
     finally:
-        await harness.store.close()
+        await harness.close()
 
 
 def test_verify_names_the_exact_position_of_every_tampered_row(

@@ -85,10 +85,23 @@ def app_settings(database_url: str, data_dir: Path, **overrides: Any) -> Setting
 
 @asynccontextmanager
 async def serve_api(
-    database_url: str, data_dir: Path, *, max_body_bytes: int = 64 * 1024, fast_lane: bool = True
+    database_url: str,
+    data_dir: Path,
+    *,
+    max_body_bytes: int = 64 * 1024,
+    fast_lane: bool = True,
+    config: str | None = None,
 ) -> AsyncIterator[Api]:
-    """The app with its lifespan running, and an ``httpx`` client speaking ASGI to it."""
-    settings = app_settings(database_url, data_dir, max_body_bytes=max_body_bytes)
+    """The app with its lifespan running, and an ``httpx`` client speaking ASGI to it.
+
+    ``config`` is the text of an ``arvis.toml`` for the deployment.
+    """
+    overrides: dict[str, Any] = {"max_body_bytes": max_body_bytes}
+    if config is not None:
+        path = data_dir / "arvis.toml"
+        path.write_text(config)
+        overrides["config"] = path
+    settings = app_settings(database_url, data_dir, **overrides)
     tokens = await mint_keys(database_url)
     app = create_app(
         lambda: build_kernel(settings), max_body_bytes=max_body_bytes, fast_lane=fast_lane

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -78,19 +80,53 @@ class ScriptedTool(FakeTool):
     """A tool that counts its runs and does what its current script says.
 
     The script is a queue of behaviours; when it is empty the tool echoes its payload.
+    A behaviour reaches the call's reporter through :attr:`reporter`.
     """
 
     def __init__(self, definition: ToolDefinition) -> None:
         self.script: list[Behaviour] = []
         self.seen: list[Any] = []
+        self.reporter: Reporter | None = None
         super().__init__(definition, self._run)
 
     async def _run(self, invocation: ToolInvocation, reporter: Reporter) -> ToolResult:
         self.seen.append(invocation.payload.value)
+        self.reporter = reporter
         if self.script:
             return await self.script.pop(0)(invocation)
         await reporter.effect_started(invocation.call_id)
         return ToolResult.ok({"echo": invocation.payload.value})
+
+    def then_block(self, *, report_start: bool = False) -> asyncio.Event:
+        """Next run blocks for ever (after reporting its start, if asked); the
+        returned event is set once the body is running."""
+        running = asyncio.Event()
+
+        async def block(invocation: ToolInvocation) -> ToolResult:
+            if report_start:
+                assert self.reporter is not None
+                await self.reporter.effect_started(invocation.call_id)
+            running.set()
+            await asyncio.Event().wait()
+            raise AssertionError("unreachable")
+
+        self.script.append(block)
+        return running
+
+    def then_sleep(self, seconds: float) -> asyncio.Event:
+        """Next run reports its start, sleeps, then completes; the event is set once
+        the body is running."""
+        running = asyncio.Event()
+
+        async def slow(invocation: ToolInvocation) -> ToolResult:
+            assert self.reporter is not None
+            await self.reporter.effect_started(invocation.call_id)
+            running.set()
+            await asyncio.sleep(seconds)
+            return ToolResult.ok({"slept": seconds})
+
+        self.script.append(slow)
+        return running
 
     def then_fail(self, *, effect_started: bool | None, retryable: bool) -> None:
         async def fail(invocation: ToolInvocation) -> ToolResult:
@@ -147,14 +183,32 @@ _causal = itertools.count(1)
 
 @dataclass
 class Harness:
-    """A wired lifecycle over a real store, with counting tools and a hand clock."""
+    """A wired lifecycle over a real store, with counting tools and a hand clock.
+
+    Like every admitting process it holds a lease (claimed by :func:`make_harness`).
+    """
 
     store: PgStore
     lifecycle: Lifecycle
     tools: dict[str, ScriptedTool]
     clock: FakeClock
     url: str
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
     run_id: str = field(default_factory=lambda: f"run-{next(_causal)}")
+    _cleanups: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+
+    async def close(self) -> None:
+        """Undo what the test left (crashed processes first), release the lease,
+        close the store."""
+        for cleanup in reversed(self._cleanups):
+            await cleanup()
+        self._cleanups.clear()
+        handler = self.lifecycle.handler
+        handler.stop_admitting()
+        await handler.drain(5.0)
+        with contextlib.suppress(Exception):
+            await self.lifecycle.lease.release()
+        await self.store.close()
 
     async def execute(
         self,
@@ -185,6 +239,14 @@ class Harness:
             cursor = conn.execute(query, params)
             return cursor.fetchall() if cursor.description else []
 
+    def expire_lease(self) -> None:
+        """Make this harness's lease expired in the database, as if its ttl passed
+        without a heartbeat (the process is gone or cut off)."""
+        self.sql(
+            "UPDATE instance_leases SET expires_at = now() WHERE instance_id = %s",
+            self.lifecycle.lease.name,
+        )
+
     def capability_states(self, key: str) -> list[str]:
         rows = self.sql(
             "SELECT state FROM capabilities WHERE idempotency_key = %s ORDER BY attempt", key
@@ -209,19 +271,110 @@ async def make_harness(
     instance_id: str = "test-instance",
     tool_timeout_s: float = 5.0,
     production: bool = False,
+    allow_self_approval: bool = False,
+    lease_ttl_s: float = 300.0,
+    claim_lease: bool = True,
 ) -> Harness:
     store = await PgStore.open(database_url)
     clock = FakeClock()
     tools = standard_tools() if tools is None else tools
+    policy = policy or PolicyConfig()
     lifecycle = compose_lifecycle(
         store=store,
         tools=[*tools.values(), *extra_tools],
-        policy=RulePolicy(policy or PolicyConfig()),
+        policy=RulePolicy(policy),
         clock=clock,
         instance_id=InstanceId(instance_id),
         audit_sink=None if audit_sink is None else audit_sink(store),
         tool_timeout_s=tool_timeout_s,
+        allow_self_approval=allow_self_approval,
+        lease_ttl_s=lease_ttl_s,
         production=production,
     )
     assert make_url(database_url).database
-    return Harness(store=store, lifecycle=lifecycle, tools=tools, clock=clock, url=database_url)
+    if claim_lease:
+        await lifecycle.lease.claim()
+    return Harness(
+        store=store, lifecycle=lifecycle, tools=tools, clock=clock, url=database_url, policy=policy
+    )
+
+
+_doomed = itertools.count(1)
+
+
+async def attempt_then_crash(
+    harness: Harness,
+    tool: str,
+    payload: dict[str, Any],
+    *,
+    causal_id: str,
+    running: asyncio.Event,
+    identity: Identity = AGENT,
+) -> SyscallResult | None:
+    """Post a syscall from a second process on the same database, tools and run.
+
+    If the syscall ends without reaching the tool body (refused, deduplicated,
+    consent asked, or :class:`AttemptInFlight` raised), that answer is returned
+    and the process stops cleanly. If the body starts (``running`` is set; the
+    caller scripted a body that sets it and then blocks), the process is killed
+    as ``kill -9`` would kill it: it never writes again and its lease lapses;
+    None is returned and the abandoned intent is left for recovery.
+    """
+    doomed = await make_harness(
+        harness.url,
+        tools=harness.tools,
+        policy=harness.policy,
+        instance_id=f"doomed-{next(_doomed)}",
+    )
+    doomed.clock.moment = harness.clock.moment
+    task = asyncio.create_task(
+        doomed.execute(tool, payload, causal_id=causal_id, run_id=harness.run_id, identity=identity)
+    )
+    waiter = asyncio.create_task(running.wait())
+    await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    if not running.is_set():
+        waiter.cancel()
+        try:
+            return await task
+        finally:
+            await doomed.close()
+    doomed.expire_lease()
+    await doomed.store.close()
+
+    async def bury() -> None:
+        # The dead process's last task: it can no longer reach the database.
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+        for late in list(doomed.lifecycle.handler.settlement._late):
+            late.cancel()
+            with contextlib.suppress(BaseException):
+                await late
+
+    harness._cleanups.append(bury)
+    return None
+
+
+async def crash_during_dispatch(
+    harness: Harness,
+    tool: str,
+    payload: dict[str, Any],
+    *,
+    causal_id: str,
+    report_start: bool = False,
+    identity: Identity = AGENT,
+) -> str:
+    """Admit a call in a second process, let its tool block (after reporting its
+    start, if asked), then kill that process (see :func:`attempt_then_crash`).
+    Answers the idempotency key of the abandoned attempt."""
+    running = harness.tools[tool].then_block(report_start=report_start)
+    answer = await attempt_then_crash(
+        harness, tool, payload, causal_id=causal_id, running=running, identity=identity
+    )
+    assert answer is None, f"the call never reached its tool: {answer}"
+    key = harness.sql(
+        "SELECT idempotency_key FROM intents WHERE run_id = %s AND causal_id = %s",
+        harness.run_id,
+        causal_id,
+    )
+    return str(key[0][0])

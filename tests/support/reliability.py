@@ -57,6 +57,8 @@ class Served:
     data_dir: Path
     instance_id: str
     env: dict[str, str] = field(default_factory=dict)
+    args: list[str] = field(default_factory=list)
+    """More ``arvis serve`` options, e.g. ``["--workers", "2"]``."""
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
@@ -80,7 +82,7 @@ class Served:
         }
         log = (self.data_dir / f"serve-{self.instance_id}.log").open("ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "arvis", "serve", "--port", str(self.port)],
+            [sys.executable, "-m", "arvis", "serve", "--port", str(self.port), *self.args],
             stdout=log,
             stderr=log,
             env=env,

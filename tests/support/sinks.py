@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from arvis.domain.artifacts import AuditReceipt, Intent
 from arvis.lifecycle.ports import LifecycleUnitOfWork
-from arvis.store.audit import PgAuditSink
+from arvis.store.audit import AuditHost, PgAuditSink
 
 
 class RaisingSink(PgAuditSink):
@@ -42,3 +42,29 @@ class UnreachableStoreSink(PgAuditSink):
         from arvis.domain.errors import StoreUnavailable
 
         raise StoreUnavailable("the database is unreachable (test)")
+
+
+# Factories for ``[audit] sink = "tests.support.sinks:…"`` in arvis.toml.
+
+RECORDED: list[Intent] = []
+"""Every intent the recording sink was asked to record, in order."""
+
+
+class RecordingSink:
+    """Records through the built-in sink, and remembers what it recorded."""
+
+    def __init__(self, host: AuditHost) -> None:
+        self.inner = host.default
+
+    async def record(self, uow: LifecycleUnitOfWork, intent: Intent) -> AuditReceipt:
+        receipt = await self.inner.record(uow, intent)
+        RECORDED.append(intent)
+        return receipt
+
+
+def recording_sink(host: AuditHost) -> RecordingSink:
+    return RecordingSink(host)
+
+
+def foreign_receipt_sink(host: AuditHost) -> ForeignReceiptSink:
+    return ForeignReceiptSink(host.store_fingerprint)

@@ -24,13 +24,20 @@ class KeyModel:
     in_flight: bool = False
     confirmation_id: str | None = None
     confirmation_state: str | None = None
+    requester: str | None = None
+    """The principal that asked for consent: only it may act under it (DESIGN §4)."""
+    crash_started: bool = False
+    """The abandoned attempt in flight had reported its start (recovery: EFFECT_STARTED)."""
     dispatched: int = 0
     """Attempts that consumed a capability: executed or abandoned mid-dispatch."""
     sealed: bool = False
     """An unsafe tool's effect may have happened: it must never run again."""
 
-    def expect(self) -> tuple[str, str | None]:
-        """(outcome, reason) the next syscall must answer; ("in_flight", None) for a 409."""
+    def expect(self, caller: str) -> tuple[str, str | None]:
+        """(outcome, reason) the next syscall by ``caller`` must answer;
+        ("in_flight", None) for a 409."""
+        if self.requester is not None and caller != self.requester:
+            return "refused", "identity_mismatch"
         if self.in_flight:
             return "in_flight", None
         last = self.last_boundary

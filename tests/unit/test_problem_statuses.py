@@ -14,6 +14,7 @@ from arvis.api.problems import STATUS_BY_CODE, TITLES, error_response
 from arvis.domain.errors import ArvisError
 from arvis.lifecycle.errors import CapabilityError, JournalConflict
 from arvis.providers.errors import ProviderError
+from arvis.tools.sandbox import FileRefusal
 
 # Codes that never reach an HTTP answer, and why. Anything else needs a status.
 NEVER_HTTP = {
@@ -28,7 +29,6 @@ NEVER_HTTP = {
     # journals a classified result (DESIGN §3), which the syscall answers with 200.
     "call_id_mismatch",
     "dispatch_failed",
-    "path_outside_sandbox",
     "tool_execution_failed",
     "tool_not_declared",
 }
@@ -47,8 +47,10 @@ def _every_error_class() -> Iterator[type[ArvisError]]:
 
 
 def _reaches_http(cls: type[ArvisError]) -> bool:
-    # The model-provider adapter serves `arvis turn`, never the HTTP API.
-    return cls is not ArvisError and not issubclass(cls, ProviderError)
+    # Two families never do: the model-provider adapter serves `arvis turn`, not the
+    # HTTP API; a file refusal is what a built-in file tool answers as its problem
+    # result, inside a dispatch.
+    return cls is not ArvisError and not issubclass(cls, ProviderError | FileRefusal)
 
 
 def test_every_error_code_has_a_status_or_is_known_never_to_reach_http() -> None:

@@ -10,6 +10,7 @@ from arvis.api.identity import AuditorIdentity, KernelDep, ReplayIdentity, log_f
 from arvis.api.problems import problem_responses
 from arvis.api.schemas import JournalEntryOut, JournalPage, ReplayOut, VerifyOut
 from arvis.domain.ids import RunId
+from arvis.lifecycle.replay import MAX_REPLAY_PAGE
 from arvis.lifecycle.results import ID_PATTERN
 
 router = APIRouter(tags=["runs"])
@@ -75,12 +76,24 @@ async def verify_run(
 @router.post(
     "/v1/runs/{run_id}/replay",
     response_model=ReplayOut,
-    responses=problem_responses(401, 403, 404, 413, 415, 422, 503),
+    responses=problem_responses(401, 403, 404, 409, 413, 415, 422, 503),
 )
 async def replay_run(
-    run_id: RunIdPath, identity: ReplayIdentity, kernel: KernelDep, request: Request
+    run_id: RunIdPath,
+    identity: ReplayIdentity,
+    kernel: KernelDep,
+    request: Request,
+    after: Annotated[
+        int, Query(ge=0, le=2**62, description="Results first seen after this position.")
+    ] = 0,
+    limit: Annotated[int, Query(ge=1, le=MAX_REPLAY_PAGE, description="Page size.")] = 100,
 ) -> ReplayOut:
-    """The recorded results in causal order. Runs, mints and dispatches nothing."""
+    """The recorded results in causal order, paged. Runs, mints and dispatches nothing.
+
+    The run's whole chain is verified in the same read; a broken chain answers 409
+    ``chain_broken`` naming the position, and no result."""
     log_fields(request)["run_id"] = run_id
-    results = await kernel.lifecycle.replay.replay(identity.tenant_id, RunId(run_id))
-    return ReplayOut(run_id=run_id, results=results)
+    page = await kernel.lifecycle.replay.replay_page(
+        identity.tenant_id, RunId(run_id), after, limit
+    )
+    return ReplayOut(run_id=run_id, results=page.results, next_after=page.next_after)

@@ -13,4 +13,4 @@ async def harness(database_url: str) -> AsyncIterator[Harness]:
     try:
         yield built
     finally:
-        await built.store.close()
+        await built.close()

@@ -32,7 +32,7 @@ async def test_a_faulty_sink_aborts_admission_before_anything_runs(
             (0,)
         ]
     finally:
-        await harness.store.close()
+        await harness.close()
 
 
 async def test_a_reused_durable_position_aborts_the_second_admission(database_url: str) -> None:
@@ -51,7 +51,7 @@ async def test_a_reused_durable_position_aborts_the_second_admission(database_ur
             ("CONSUMED",)
         ]
     finally:
-        await harness.store.close()
+        await harness.close()
 
 
 async def test_a_store_outage_while_writing_the_intent_is_reported_as_an_outage(
@@ -68,4 +68,4 @@ async def test_a_store_outage_while_writing_the_intent_is_reported_as_an_outage(
             await harness.execute("read", {"q": 3}, causal_id="outage")
         assert harness.tools["read"].calls == 0
     finally:
-        await harness.store.close()
+        await harness.close()

@@ -23,7 +23,7 @@ async def harness(database_url: str) -> AsyncIterator[Harness]:
     try:
         yield built
     finally:
-        await built.store.close()
+        await built.close()
 
 
 def assert_refused(harness: Harness, result: SyscallResult, reason: str) -> None:

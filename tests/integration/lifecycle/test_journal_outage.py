@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -9,9 +10,11 @@ import pytest
 from arvis.domain.errors import StoreUnavailable
 from arvis.domain.ids import RunId
 from arvis.store.database import PgStore
+from arvis.store.migrate import upgrade
 from arvis.store.uow import PgUnitOfWork
 from arvis.tools.base import ToolInvocation, ToolResult
 from tests.support.lifecycle import AGENT, make_harness
+from tests.support.postgres import create_database, drop_database
 
 
 class FlakyStore(PgStore):
@@ -97,4 +100,69 @@ async def test_a_result_that_cannot_be_journaled_is_flagged_and_journaled_later(
         assert harness.tools["write"].calls == 1
     finally:
         store.down = False
-        await harness.store.close()
+        await harness.close()
+
+
+async def test_the_run_is_flagged_with_the_late_entry_not_after_it(database_url: str) -> None:
+    harness = await make_harness(database_url)
+    harness.store.__class__ = FlakyStore
+    store = harness.store
+    assert isinstance(store, FlakyStore)
+    handler = harness.lifecycle.handler
+    fast = FlakyFastPath(store, handler.settlement.fast)
+    handler.settlement.fast = fast
+    fast_down = True
+
+    class Fast(FlakyFastPath):
+        def _check(self) -> None:
+            if fast_down:
+                raise StoreUnavailable("the database is unreachable (test)")
+
+    handler.settlement.fast = Fast(store, fast.inner)
+
+    async def outage_during_dispatch(invocation: ToolInvocation) -> ToolResult:
+        store.down = True
+        return ToolResult.ok("done")
+
+    harness.tools["write"].then(outage_during_dispatch)
+    try:
+        result = await harness.execute("write", {"text": "x"}, causal_id="c")
+        assert result.audit_incomplete is True
+        # The one-statement journal path answers again, transactions do not yet.
+        fast_down = False
+        await asyncio.sleep(0.5)
+        store.down = False
+        assert await handler.drain(10.0)
+
+        entries = harness.sql("SELECT kind FROM journal_entries WHERE run_id = %s", harness.run_id)
+        assert entries == [("execution",)]
+        assert harness.sql(
+            "SELECT audit_incomplete FROM runs WHERE run_id = %s", harness.run_id
+        ) == [(True,)]
+    finally:
+        store.down = False
+        await harness.close()
+
+
+async def test_a_held_result_that_can_never_be_journaled_is_not_retried_for_ever(
+    pg_server_url: str,
+) -> None:
+    url = create_database(pg_server_url)
+    upgrade(url)
+    harness = await make_harness(url)
+
+    async def schema_gone_during_dispatch(invocation: ToolInvocation) -> ToolResult:
+        # The journal step's function disappears (a botched migration underneath).
+        harness.sql("DROP FUNCTION arvis_journal_append")
+        return ToolResult.ok("done")
+
+    harness.tools["write"].then(schema_gone_during_dispatch)
+    try:
+        result = await harness.execute("write", {"text": "x"}, causal_id="c")
+        assert (result.outcome, result.audit_incomplete) == ("executed", True)
+        # An unmigrated schema never heals by waiting: the held result gives up
+        # instead of retrying for the life of the process.
+        assert await harness.lifecycle.handler.drain(5.0)
+    finally:
+        await harness.close()
+        drop_database(pg_server_url, url)

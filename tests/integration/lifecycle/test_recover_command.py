@@ -7,8 +7,7 @@ import os
 import subprocess
 import sys
 
-from tests.integration.lifecycle.test_recovery import crash_during_dispatch
-from tests.support.lifecycle import make_harness
+from tests.support.lifecycle import crash_during_dispatch, make_harness
 
 
 async def test_arvis_recover_settles_a_dead_instances_intent_and_says_so(
@@ -18,9 +17,9 @@ async def test_arvis_recover_settles_a_dead_instances_intent_and_says_so(
     try:
         pending = await harness.execute("write", {"text": "x"}, causal_id="w")
         assert pending.outcome == "executed"
-        await crash_during_dispatch(harness, "write", "crashed")
+        await crash_during_dispatch(harness, "write", {"text": "crashed"}, causal_id="crashed")
     finally:
-        await harness.store.close()
+        await harness.close()
 
     run = subprocess.run(
         [sys.executable, "-m", "arvis", "recover", "--json"],
@@ -32,9 +31,10 @@ async def test_arvis_recover_settles_a_dead_instances_intent_and_says_so(
 
     assert run.returncode == 0, run.stderr
     settled = json.loads(run.stdout)
-    assert [(s["causal_id"], s["boundary"], s["owner"]) for s in settled] == [
-        ("crashed", "EFFECT_STATE_UNKNOWN", "dead-instance")
+    assert [(s["causal_id"], s["boundary"]) for s in settled] == [
+        ("crashed", "EFFECT_STATE_UNKNOWN")
     ]
+    assert settled[0]["owner"].startswith("doomed-")
     again = subprocess.run(
         [sys.executable, "-m", "arvis", "recover"],
         capture_output=True,

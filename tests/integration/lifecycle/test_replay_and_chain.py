@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from arvis.domain.ids import RunId
+from arvis.lifecycle.errors import ChainBroken
 from tests.support.lifecycle import AGENT, Harness
 
 
@@ -82,3 +85,53 @@ async def test_a_deleted_middle_entry_is_detected(harness: Harness) -> None:
     harness.sql("DELETE FROM journal_entries WHERE run_id = %s AND position = 2", harness.run_id)
     report = await harness.lifecycle.replay.verify(AGENT.tenant_id, RunId(harness.run_id))
     assert (report.ok, report.broken_at) == (False, 2)
+
+
+async def test_replay_refuses_a_tampered_chain_naming_the_position(harness: Harness) -> None:
+    await _three_decisions(harness)
+    harness.sql(
+        "UPDATE journal_entries SET body = jsonb_set(body::jsonb, '{result}', '\"forged\"')::text "
+        "WHERE run_id = %s AND position = 1",
+        harness.run_id,
+    )
+
+    with pytest.raises(ChainBroken) as broken:
+        await harness.lifecycle.replay.replay(AGENT.tenant_id, RunId(harness.run_id))
+    assert broken.value.broken_at == 1
+    with pytest.raises(ChainBroken):
+        await harness.lifecycle.replay.replay_page(AGENT.tenant_id, RunId(harness.run_id))
+
+
+async def test_replay_refuses_a_chain_truncated_after_the_page_it_returns(
+    harness: Harness,
+) -> None:
+    await _three_decisions(harness)
+    harness.sql("DELETE FROM journal_entries WHERE run_id = %s AND position = 3", harness.run_id)
+
+    # The first page would not even include position 3: the whole chain is checked anyway.
+    with pytest.raises(ChainBroken) as broken:
+        await harness.lifecycle.replay.replay_page(AGENT.tenant_id, RunId(harness.run_id), limit=1)
+    assert broken.value.broken_at == 3
+
+
+async def test_replay_pages_by_causal_id_in_first_seen_order(harness: Harness) -> None:
+    for n in range(5):
+        await harness.execute("read", {"n": n}, causal_id=f"c{n}")
+    harness.tools["write"].then_fail(effect_started=False, retryable=False)
+    await harness.execute("write", {"text": "w"}, causal_id="c1w")
+    await harness.execute("write", {"text": "w"}, causal_id="c1w")  # attempt 2 completes
+
+    pages: list[list[tuple[str, int | None]]] = []
+    after = 0
+    while True:
+        page = await harness.lifecycle.replay.replay_page(
+            AGENT.tenant_id, RunId(harness.run_id), after, limit=2
+        )
+        pages.append([(r.causal_id, r.attempt) for r in page.results])
+        if page.next_after is None:
+            break
+        after = page.next_after
+
+    assert pages == [[("c0", 1), ("c1", 1)], [("c2", 1), ("c3", 1)], [("c4", 1), ("c1w", 2)]]
+    everything = await harness.lifecycle.replay.replay(AGENT.tenant_id, RunId(harness.run_id))
+    assert [(r.causal_id, r.attempt) for r in everything] == [p for page in pages for p in page]

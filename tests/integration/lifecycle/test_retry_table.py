@@ -23,7 +23,7 @@ async def harness(database_url: str) -> AsyncIterator[Harness]:
     try:
         yield built
     finally:
-        await built.store.close()
+        await built.close()
 
 
 async def test_no_earlier_attempt_gets_normal_admission(harness: Harness) -> None:

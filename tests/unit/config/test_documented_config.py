@@ -9,6 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from arvis.bootstrap import parse_audit_config
 from arvis.config import FileConfig, Settings
 from arvis.domain.errors import ConfigurationError
 from arvis.lifecycle.policy import parse_confirmations_config, parse_policy_config
@@ -32,6 +33,8 @@ def test_the_documented_arvis_toml_validates_section_by_section() -> None:
     assert policy.version == "2026-11-30"
     assert policy.tenants["acme"].allow_capabilities == ["process.execute"]
     assert parse_confirmations_config(config.confirmations).ttl_s == 86400
+    assert parse_confirmations_config(config.confirmations).allow_self_approval is False
+    assert parse_audit_config(config.audit).sink is None
     assert load_provider_config(config).model == "gpt-4.1-mini"
 
 

@@ -247,7 +247,9 @@ async def test_saying_not_started_after_reporting_start_is_a_contradiction() -> 
         return ToolResult.fail("nope", "did nothing", effect_started=False)
 
     outcome = await ToolDispatcher([FakeTool(definition(), body)]).dispatch(invocation())
-    assert only_failure(outcome) == ("effect_report_contradiction", None, False)
+    # The start report is what the dispatcher saw: started, end unknown.
+    assert only_failure(outcome) == ("effect_report_contradiction", True, False)
+    assert outcome.boundary is EffectBoundary.EFFECT_STARTED
 
 
 async def test_progress_is_forwarded_correlated_by_call_id() -> None:
@@ -306,7 +308,7 @@ async def test_cancellation_mid_tool_propagates_and_the_tools_cleanup_ran() -> N
     assert cleaned.is_set()
 
 
-async def test_deadline_exceeded_is_classified_uncertain_for_a_started_effect() -> None:
+async def test_deadline_after_a_reported_start_is_effect_started() -> None:
     async def body(inv: ToolInvocation, rep: Reporter) -> ToolResult:
         await rep.effect_started(inv.call_id)
         await asyncio.sleep(60)
@@ -314,8 +316,8 @@ async def test_deadline_exceeded_is_classified_uncertain_for_a_started_effect() 
 
     dispatcher = ToolDispatcher([FakeTool(definition(), body)])
     outcome = await dispatcher.dispatch(invocation(), deadline_s=0.01)
-    assert only_failure(outcome) == ("deadline_exceeded", None, False)
-    assert outcome.boundary is EffectBoundary.EFFECT_STATE_UNKNOWN
+    assert only_failure(outcome) == ("deadline_exceeded", True, False)
+    assert outcome.boundary is EffectBoundary.EFFECT_STARTED
 
 
 async def test_deadline_exceeded_in_a_read_only_tool_did_not_start_an_effect() -> None:
