@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from arvis.cli import app
-from arvis.cli_turn import governed_turn, operator_identity
+from arvis.cli.turn import governed_turn, operator_identity
 from arvis.domain.boundary import EffectBoundary
 from arvis.providers.base import ModelRequest
 from arvis.providers.errors import ProviderUnknownTool

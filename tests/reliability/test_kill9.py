@@ -111,12 +111,13 @@ async def _repost_unknowns(
     tokens: dict[str, str],
     actions: list[tuple[str, str, str, dict[str, Any]]],
 ) -> dict[str, Any]:
-    """Re-post every action journaled unknown; an unsafe one must be refused."""
+    """Re-post every action journaled uncertain; an unsafe one must be refused."""
     unknown = {
         (row[0], row[1])
         for row in _sql(
             served.database_url,
-            "SELECT run_id, causal_id FROM journal_entries WHERE boundary = 'EFFECT_STATE_UNKNOWN'",
+            "SELECT run_id, causal_id FROM journal_entries WHERE boundary IN"
+            " ('EFFECT_STATE_UNKNOWN', 'EFFECT_STARTED')",
         )
     }
     answers: dict[str, Any] = {}
@@ -150,7 +151,8 @@ def test_sigkill_under_load_loses_nothing_and_runs_nothing_twice(
     database_url: str, tmp_path: Path
 ) -> None:
     tokens = asyncio.run(mint_keys(database_url, tenants=("acme",)))
-    # A fixed instance id: each restart settles what its killed predecessor left.
+    # A fixed instance id: each restart claims a free lease name under it, and what a
+    # killed predecessor left is swept once its lease expires.
     served = Served(database_url, tmp_path, instance_id="kill9-instance")
     served.start()
     tally = Tally()
@@ -182,10 +184,19 @@ def test_sigkill_under_load_loses_nothing_and_runs_nothing_twice(
             lines[(log.stem, line)] += 1
     duplicates = sum(n - 1 for n in lines.values() if n > 1)
     unsettled = _sql(database_url, "SELECT count(*) FROM intents WHERE NOT settled")[0][0]
-    unknown_rows = _sql(
-        database_url,
-        "SELECT run_id, causal_id FROM journal_entries WHERE boundary = 'EFFECT_STATE_UNKNOWN'",
-    )
+    # Uncertain: the tool may have run. EFFECT_STARTED when it had reported its start
+    # before the kill, EFFECT_STATE_UNKNOWN when not even that is known.
+    unknown_rows = [
+        (run, causal)
+        for run, causal, _ in _sql(
+            database_url,
+            "SELECT run_id, causal_id, boundary FROM journal_entries WHERE boundary IN"
+            " ('EFFECT_STATE_UNKNOWN', 'EFFECT_STARTED')",
+        )
+    ]
+    started = _sql(
+        database_url, "SELECT count(*) FROM journal_entries WHERE boundary = 'EFFECT_STARTED'"
+    )[0][0]
     unknown_appends = {
         (run, causal)
         for run, causal, tool, _ in actions
@@ -217,7 +228,7 @@ def test_sigkill_under_load_loses_nothing_and_runs_nothing_twice(
     broken = [(run, v) for run, v in outcome["chains"].items() if not v["ok"]]
     report(
         f"kill-9: {len(actions)} actions, {outcome['kills']} kills, {duplicates} duplicate effects,"
-        f" {unsettled} unsettled intents, {len(unknown_rows)} unknown"
+        f" {unsettled} unsettled intents, {len(unknown_rows)} uncertain ({started} started)"
         f" ({refused} unsafe re-posts refused retry_prohibited_uncertain),"
         f" {len(lost)} lost, {len(broken)} broken chains of {len(outcome['chains'])},"
         f" {tally.transport_errors} posts re-sent after a lost answer"

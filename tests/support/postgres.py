@@ -8,8 +8,11 @@ temporary directory.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -22,17 +25,23 @@ from arvis.store.migrate import upgrade
 
 
 @pytest.fixture(scope="session")
-def pg_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def pg_server_url() -> Iterator[str]:
     """A URL of a PostgreSQL server on which tests may create databases."""
     external = os.environ.get("ARVIS_TEST_DATABASE_URL")
     if external:
         yield external
         return
-    server = start_embedded(tmp_path_factory.mktemp("embedded-pg"))
+    # Not under pytest's basetemp: another pytest session of the same user resets
+    # /tmp/pytest-of-<user> to mode 0700, which cuts an embedded server running as
+    # its own system user off its data directory mid-run.
+    home = Path(tempfile.mkdtemp(prefix="arvis-test-pg-"))
+    home.chmod(0o755)
+    server = start_embedded(home)
     try:
         yield server.url
     finally:
         server.stop()
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def create_database(server_url: str, prefix: str = "arvis_t") -> str:

@@ -8,6 +8,8 @@ from typing import Any
 
 import typer
 
+from arvis.lifecycle.results import SyscallResult
+
 
 def emit_json(value: Any) -> None:
     typer.echo(json.dumps(value, indent=2, sort_keys=True, default=str))
@@ -37,3 +39,19 @@ def _cell(value: Any, limit: int = 48) -> str:
     else:
         text = str(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def outcome_table(results: list[SyscallResult]) -> None:
+    rows = [
+        {
+            "causal_id": r.causal_id,
+            "outcome": r.outcome,
+            "boundary": r.boundary.value if r.boundary is not None else None,
+            "reason": r.reason,
+            "result": r.result if r.problem is None else r.problem,
+            "position": r.journal_position,
+        }
+        for r in results
+    ]
+    columns = ["causal_id", "outcome", "boundary", "reason", "result", "position"]
+    table(rows, columns, empty="no results")

@@ -1,19 +1,16 @@
-"""``arvis tools``, ``journal``, ``verify``, ``replay`` and ``turn``: the HTTP ground, offline."""
+"""``arvis tools``, ``journal``, ``verify`` and ``replay``: the auditor's HTTP ground, offline."""
 
 from __future__ import annotations
 
 import asyncio
-import os
-from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
 import typer
 
-from arvis.bootstrap import Kernel, build_kernel, load_tools
-from arvis.cli_common import fail, settings_or_exit
-from arvis.cli_output import emit_json, table
-from arvis.cli_turn import OPERATOR_PRINCIPAL, governed_turn, operator_identity
-from arvis.config import Environment, load_file_config
+from arvis.bootstrap import Kernel, load_tools
+from arvis.cli.common import JsonFlag, fail, settings_or_exit, with_kernel
+from arvis.cli.output import emit_json, outcome_table, table
+from arvis.config import load_file_config
 from arvis.domain.errors import ArvisError
 from arvis.domain.ids import RunId, TenantId
 from arvis.lifecycle.results import SyscallResult
@@ -23,31 +20,8 @@ from arvis.tools.plans import StaticToolPlanSource
 
 T = TypeVar("T")
 
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for machines.")]
 TenantOption = Annotated[str, typer.Option(help="The tenant whose run this is.")]
 RunArgument = Annotated[str, typer.Argument(help="The run id.")]
-
-
-def _with_kernel(use: Callable[[Kernel], Awaitable[T]], *, admits: bool = False) -> T:
-    """Build a kernel, use it, close it. A command that ``admits`` syscalls first
-    claims a lease and settles what earlier lives left (DESIGN §6), like ``serve``."""
-    settings = settings_or_exit()
-
-    async def main() -> T:
-        try:
-            kernel = await build_kernel(settings)
-        except ArvisError as exc:
-            fail(exc.message)
-        try:
-            if admits:
-                await kernel.start()
-            return await use(kernel)
-        except ArvisError as exc:
-            fail(exc.message)
-        finally:
-            await kernel.close()
-
-    return asyncio.run(main())
 
 
 def register(app: typer.Typer) -> None:
@@ -55,7 +29,6 @@ def register(app: typer.Typer) -> None:
     app.command("journal")(journal)
     app.command("verify")(verify)
     app.command("replay")(replay)
-    app.command("turn")(turn)
 
 
 def tools(json_out: JsonFlag = False) -> None:
@@ -110,7 +83,7 @@ def journal(
             for e in entries
         ]
 
-    rows = _with_kernel(use)
+    rows = with_kernel(use)
     if json_out:
         emit_json(rows)
         return
@@ -131,7 +104,7 @@ def verify(run: RunArgument, tenant: TenantOption, json_out: JsonFlag = False) -
             "reason": report.reason,
         }
 
-    report = _with_kernel(use)
+    report = with_kernel(use)
     if json_out:
         emit_json(report)
     elif report["ok"]:
@@ -148,67 +121,8 @@ def replay(run: RunArgument, tenant: TenantOption, json_out: JsonFlag = False) -
     async def use(kernel: Kernel) -> list[SyscallResult]:
         return await kernel.lifecycle.replay.replay(TenantId(tenant), RunId(run))
 
-    results = _with_kernel(use)
+    results = with_kernel(use)
     if json_out:
         emit_json([r.model_dump(mode="json") for r in results])
         return
-    _outcome_table(results)
-
-
-def _outcome_table(results: list[SyscallResult]) -> None:
-    rows = [
-        {
-            "causal_id": r.causal_id,
-            "outcome": r.outcome,
-            "boundary": r.boundary.value if r.boundary is not None else None,
-            "reason": r.reason,
-            "result": r.result if r.problem is None else r.problem,
-            "position": r.journal_position,
-        }
-        for r in results
-    ]
-    columns = ["causal_id", "outcome", "boundary", "reason", "result", "position"]
-    table(rows, columns, empty="no results")
-
-
-def turn(
-    run: Annotated[str, typer.Option(help="The run the decisions belong to.")],
-    prompt: Annotated[str, typer.Option(help="What to ask the model.")],
-    tenant: Annotated[str, typer.Option(help="The tenant the run belongs to.")] = "default",
-    json_out: JsonFlag = False,
-) -> None:
-    """One agent turn: ask the configured model once, govern each finalized call.
-
-    Each call goes through tool.execute with its call id as causal id, as the
-    operator identity ``cli`` (method "development"); refused under ARVIS_ENV=production.
-    """
-    settings = settings_or_exit()
-    if settings.env is Environment.PRODUCTION:
-        fail(
-            f"arvis turn acts as the development identity {OPERATOR_PRINCIPAL!r}, which"
-            " ARVIS_ENV=production refuses; drive production agents through the HTTP API"
-        )
-
-    async def use(kernel: Kernel) -> list[SyscallResult]:
-        from arvis.providers.config import build_provider, load_provider_config
-
-        provider = build_provider(kernel.file_config, os.environ)
-        config = load_provider_config(kernel.file_config)
-        if provider is None or config is None:
-            fail("no [provider] section in arvis.toml; see docs/providers.md")
-        return await governed_turn(
-            kernel.lifecycle,
-            provider,
-            config.request,
-            prompt=prompt,
-            run_id=run,
-            identity=operator_identity(tenant),
-            on_text=None if json_out else lambda text: typer.echo(text, nl=False),
-        )
-
-    results = _with_kernel(use, admits=True)
-    if json_out:
-        emit_json([r.model_dump(mode="json") for r in results])
-        return
-    typer.echo("")
-    _outcome_table(results)
+    outcome_table(results)

@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 
 from arvis.bootstrap import Kernel
-from arvis.cli_output import emit_json, table
-from arvis.cli_runs import _with_kernel
+from arvis.cli.common import with_kernel
+from arvis.cli.output import emit_json, table
 from arvis.lifecycle.clock import SystemClock
 from arvis.lifecycle.recovery import RecoverySweeper, SettledIntent
 
@@ -26,7 +26,7 @@ def recover(
     async def sweep(kernel: Kernel) -> list[SettledIntent]:
         return await RecoverySweeper(kernel.store, SystemClock()).sweep()
 
-    settled = _with_kernel(sweep)
+    settled = with_kernel(sweep)
     rows = [{**dataclasses.asdict(item), "boundary": item.boundary.value} for item in settled]
     if json_out:
         emit_json(rows)

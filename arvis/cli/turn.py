@@ -1,4 +1,4 @@
-"""One governed agent turn: the composition behind ``arvis turn``.
+"""``arvis turn``: one governed agent turn.
 
 The provider is asked once; each finalized decision becomes a ``tool.execute``
 syscall through the one ``SyscallHandler``, with the provider's call id as its
@@ -7,9 +7,16 @@ causal id. Nothing the model says bypasses governance.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
+from typing import Annotated
 
-from arvis.bootstrap import Lifecycle
+import typer
+
+from arvis.bootstrap import Kernel, Lifecycle
+from arvis.cli.common import JsonFlag, fail, settings_or_exit, with_kernel
+from arvis.cli.output import emit_json, outcome_table
+from arvis.config import Environment
 from arvis.domain.decisions import ActionDecision
 from arvis.domain.definitions import ToolDefinition
 from arvis.domain.identity import Identity
@@ -56,3 +63,46 @@ async def governed_turn(
             on_text(event.text)
 
     return await run_turn(provider, request, submit, on_event=on_event)
+
+
+def turn(
+    run: Annotated[str, typer.Option(help="The run the decisions belong to.")],
+    prompt: Annotated[str, typer.Option(help="What to ask the model.")],
+    tenant: Annotated[str, typer.Option(help="The tenant the run belongs to.")] = "default",
+    json_out: JsonFlag = False,
+) -> None:
+    """One agent turn: ask the configured model once, govern each finalized call.
+
+    Each call goes through tool.execute with its call id as causal id, as the
+    operator identity ``cli`` (method "development"); refused under ARVIS_ENV=production.
+    """
+    settings = settings_or_exit()
+    if settings.env is Environment.PRODUCTION:
+        fail(
+            f"arvis turn acts as the development identity {OPERATOR_PRINCIPAL!r}, which"
+            " ARVIS_ENV=production refuses; drive production agents through the HTTP API"
+        )
+
+    async def use(kernel: Kernel) -> list[SyscallResult]:
+        from arvis.providers.config import build_provider, load_provider_config
+
+        provider = build_provider(kernel.file_config, os.environ)
+        config = load_provider_config(kernel.file_config)
+        if provider is None or config is None:
+            fail("no [provider] section in arvis.toml; see docs/providers.md")
+        return await governed_turn(
+            kernel.lifecycle,
+            provider,
+            config.request,
+            prompt=prompt,
+            run_id=run,
+            identity=operator_identity(tenant),
+            on_text=None if json_out else lambda text: typer.echo(text, nl=False),
+        )
+
+    results = with_kernel(use, admits=True)
+    if json_out:
+        emit_json([r.model_dump(mode="json") for r in results])
+        return
+    typer.echo("")
+    outcome_table(results)

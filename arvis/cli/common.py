@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
 
 import typer
 
@@ -15,7 +15,12 @@ from arvis.store.engine import create_sync_engine, redacted
 from arvis.store.errors import translate
 from arvis.store.migrate import check_revision
 
+if TYPE_CHECKING:
+    from arvis.bootstrap import Kernel
+
 T = TypeVar("T")
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for machines.")]
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -73,3 +78,27 @@ async def with_store(url: str, use: Callable[[PgStore], Awaitable[T]]) -> T:
         fail(exc.message)
     finally:
         await store.close()
+
+
+def with_kernel(use: Callable[[Kernel], Awaitable[T]], *, admits: bool = False) -> T:
+    """Build a kernel, use it, close it. A command that ``admits`` syscalls first
+    claims a lease and settles what earlier lives left (DESIGN §6), like ``serve``."""
+    from arvis.bootstrap import build_kernel
+
+    settings = settings_or_exit()
+
+    async def main() -> T:
+        try:
+            kernel = await build_kernel(settings)
+        except ArvisError as exc:
+            fail(exc.message)
+        try:
+            if admits:
+                await kernel.start()
+            return await use(kernel)
+        except ArvisError as exc:
+            fail(exc.message)
+        finally:
+            await kernel.close()
+
+    return asyncio.run(main())

@@ -11,8 +11,8 @@ from typing import Annotated, Any
 
 import typer
 
-from arvis.cli_common import database_or_exit, fail, settings_or_exit, with_store
-from arvis.cli_output import emit_json, table
+from arvis.cli.common import database_or_exit, fail, settings_or_exit, with_store
+from arvis.cli.output import emit_json, table
 from arvis.domain.identity import Role
 from arvis.store.database import PgStore
 from arvis.store.keys import ApiKeyRecord, PgKeyStore

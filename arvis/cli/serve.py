@@ -1,8 +1,7 @@
-"""The ``arvis`` command."""
+"""``arvis migrate``, ``serve`` and ``quickstart``: the schema and the server."""
 
 from __future__ import annotations
 
-import logging
 import os
 import shlex
 import signal
@@ -13,52 +12,26 @@ from typing import Annotated
 import typer
 
 from arvis import __version__
-from arvis.cli_common import (
+from arvis.cli.common import (
     database_or_exit,
     deployment_or_exit,
     fail,
     require_schema,
     settings_or_exit,
 )
-from arvis.cli_keys import DEMO_KEYS_FILE, DEMO_TENANT, ensure_demo_keys, keys_app
-from arvis.cli_recover import recover
-from arvis.cli_runs import register as register_run_commands
+from arvis.cli.keys import DEMO_KEYS_FILE, DEMO_TENANT, ensure_demo_keys
 from arvis.config import Settings
 from arvis.store.database import DatabaseTarget
 from arvis.store.errors import translate
 from arvis.store.migrate import upgrade
 
-app = typer.Typer(
-    name="arvis",
-    help="ARVIS: durable effect governance for AI agents.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-app.add_typer(keys_app, name="keys")
-register_run_commands(app)
-app.command("recover")(recover)
+
+def register(app: typer.Typer) -> None:
+    app.command("migrate")(migrate)
+    app.command("serve")(serve)
+    app.command("quickstart")(quickstart)
 
 
-def _version_callback(value: bool) -> None:
-    if value:
-        typer.echo(f"arvis {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def main_options(
-    version: Annotated[
-        bool,
-        typer.Option(
-            "--version", callback=_version_callback, is_eager=True, help="Print the version."
-        ),
-    ] = False,
-) -> None:
-    """ARVIS: durable effect governance for AI agents."""
-
-
-@app.command()
 def migrate() -> None:
     """Bring the database schema to this version's head. Safe to run again."""
     settings = settings_or_exit()
@@ -74,7 +47,6 @@ def migrate() -> None:
         typer.echo(f"database migrated from {before or 'empty'} to revision {after}")
 
 
-@app.command()
 def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
@@ -88,7 +60,6 @@ def serve(
     _serve(settings, target, host=host, port=port, workers=workers)
 
 
-@app.command()
 def quickstart(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
@@ -143,7 +114,7 @@ def _key_export(role: str, keys_file: Path) -> str:
 def _serve(
     settings: Settings, target: DatabaseTarget, *, host: str, port: int, workers: int
 ) -> None:
-    from arvis.api.server import serve
+    from arvis.api import server
 
     # Workers are separate processes: they reach the (possibly embedded) database
     # through the URL this parent resolved, and never start their own server.
@@ -152,9 +123,4 @@ def _serve(
     # SystemExit instead lets the embedded PostgreSQL be stopped at exit.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     typer.echo(f"ARVIS {__version__} serving on http://{host}:{port}", err=True)
-    serve(settings, host=host, port=port, workers=workers)
-
-
-def main() -> None:
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    app()
+    server.serve(settings, host=host, port=port, workers=workers)
