@@ -31,6 +31,9 @@ NEVER_HTTP = {
     "dispatch_failed",
     "tool_execution_failed",
     "tool_not_declared",
+    # The domain's transition tables refuse an impossible state change; the lifecycle
+    # consults them for what it writes, never on a caller's say-so.
+    "state_transition_invalid",
 }
 
 
