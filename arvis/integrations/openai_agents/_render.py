@@ -36,7 +36,8 @@ def causal_id_for_call(call_id: str) -> str:
     """The causal id of the model's call ``call_id``: the call id itself when ARVIS accepts
     it as an id (as ``arvis turn`` does), else a digest of it. The same call id always
     gives the same causal id, so a resumed call is the same decision."""
-    if _ID.fullmatch(call_id):
+    # "." and ".." are dot segments of a URL path, which ARVIS refuses as ids.
+    if _ID.fullmatch(call_id) and call_id not in (".", ".."):
         return call_id
     return "call-sha256:" + hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()
 

@@ -35,11 +35,12 @@ def test_a_call_id_that_is_a_valid_id_is_the_causal_id_itself() -> None:
     assert causal_id_for_call("call_AbC123") == "call_AbC123"
 
 
-@pytest.mark.parametrize("call_id", ["call id with spaces", "x" * 300, "fc/äöü", ""])
+@pytest.mark.parametrize("call_id", ["call id with spaces", "x" * 300, "fc/äöü", "", ".", ".."])
 def test_any_other_call_id_gets_a_stable_valid_causal_id(call_id: str) -> None:
     derived = causal_id_for_call(call_id)
 
     assert ID.fullmatch(derived)
+    assert derived not in (".", "..")
     assert derived == causal_id_for_call(call_id)
     assert derived != causal_id_for_call(call_id + "!")
 
