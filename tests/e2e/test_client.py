@@ -219,7 +219,7 @@ async def test_a_call_in_flight_refuses_a_twin_and_the_retry_waits_for_its_resul
     payload = {"seconds": 0.6}
     first = asyncio.create_task(agent.execute("run-flight", "slow-1", "slow.write", payload))
     for _ in range(200):
-        if api.sql("SELECT 1 FROM intents WHERE causal_id = 'slow-1'"):
+        if api.sql("SELECT 1 FROM attempts WHERE causal_id = 'slow-1'"):
             break
         await asyncio.sleep(0.01)
 

@@ -11,6 +11,7 @@ import pytest
 
 import arvis
 from arvis.api.problems import STATUS_BY_CODE, TITLES, error_response
+from arvis.client.errors import ArvisClientError
 from arvis.domain.errors import ArvisError
 from arvis.lifecycle.errors import CapabilityError, JournalConflict
 from arvis.providers.errors import ProviderError
@@ -50,10 +51,12 @@ def _every_error_class() -> Iterator[type[ArvisError]]:
 
 
 def _reaches_http(cls: type[ArvisError]) -> bool:
-    # Two families never do: the model-provider adapter serves `arvis turn`, not the
+    # Three families never do: the model-provider adapter serves `arvis turn`, not the
     # HTTP API; a file refusal is what a built-in file tool answers as its problem
-    # result, inside a dispatch.
-    return cls is not ArvisError and not issubclass(cls, ProviderError | FileRefusal)
+    # result, inside a dispatch; the client's errors are raised in the agent's process.
+    return cls is not ArvisError and not issubclass(
+        cls, ProviderError | FileRefusal | ArvisClientError
+    )
 
 
 def test_every_error_code_has_a_status_or_is_known_never_to_reach_http() -> None:
