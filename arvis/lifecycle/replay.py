@@ -20,6 +20,8 @@ from arvis.lifecycle.results import SyscallResult, result_from_entry
 
 RESULT_KINDS = frozenset({"execution", "refusal", "recovery"})
 MAX_REPLAY_PAGE = 1000
+# Bodies are canonical JSON, so a refusal's reason appears exactly so.
+_CAUSAL_CONFLICT = '"reason":"causal_id_conflict"'
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +47,10 @@ class _Collector:
     def __call__(self, row: ChainRow) -> None:
         position, causal, kind = row[0], row[4], row[3]
         if kind not in RESULT_KINDS:
+            return
+        if kind == "refusal" and _CAUSAL_CONFLICT in row[10]:
+            # Another decision posted under this causal id, refused: not a result of
+            # the decision the causal id names, which a resumed agent must see.
             return
         if causal in self.page:
             self.page[causal] = (self.page[causal][0], row)

@@ -136,3 +136,15 @@ async def test_replay_pages_by_causal_id_in_first_seen_order(harness: Harness) -
     assert pages == [[("c0", 1), ("c1", 1)], [("c2", 1), ("c3", 1)], [("c4", 1), ("c1w", 2)]]
     everything = await harness.lifecycle.replay.replay(AGENT.tenant_id, RunId(harness.run_id))
     assert [(r.causal_id, r.attempt) for r in everything] == [p for page in pages for p in page]
+
+
+async def test_replay_keeps_the_decision_a_causal_id_names_after_a_conflicting_post(
+    harness: Harness,
+) -> None:
+    ran = await harness.execute("read", {"n": 1}, causal_id="c")
+    other = await harness.execute("read", {"n": 2}, causal_id="c")
+    assert other.reason == "causal_id_conflict"
+
+    replayed = await harness.lifecycle.replay.replay(AGENT.tenant_id, RunId(harness.run_id))
+
+    assert [(r.causal_id, r.outcome, r.result) for r in replayed] == [("c", "executed", ran.result)]
