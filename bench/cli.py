@@ -24,6 +24,7 @@ from bench.pg import Server, choose_server
 from bench.profile import profile_kernel, round_trips
 from bench.report import render
 from bench.sidebyside import measure_side_by_side
+from bench.writeset import measure_writeset
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -67,7 +68,7 @@ def main() -> None:
         sys.exit(1)
 
 
-FIGURES = ("sidebyside", "roundtrips", "profile", "http", "growth")
+FIGURES = ("sidebyside", "roundtrips", "profile", "writeset", "http", "growth")
 # The names of the separate figures 1-3, which now run together, still select them.
 ALIASES = {"floor": "sidebyside", "kernel": "sidebyside", "peer": "sidebyside"}
 
@@ -106,6 +107,7 @@ def run(sizes: Sizes, mode: str, only: set[str]) -> dict[str, Any]:
             ),
             "roundtrips": lambda: asyncio.run(round_trips(url)),
             "profile": lambda: asyncio.run(profile_kernel(url, sizes.profile_syscalls, RESULTS)),
+            "writeset": lambda: _writeset(server, sizes),
             "http": lambda: _http(server, sizes, peer),
             "growth": lambda: _growth(server, sizes),
         }
@@ -133,6 +135,14 @@ def _step(results: dict[str, Any], name: str, measure: Callable[[], Any]) -> Non
         results["failures"][name] = f"{type(exc).__name__}: {exc}"
         traceback.print_exc()
     print(f"[bench] {name} {time.perf_counter() - start:.1f}s", file=sys.stderr, flush=True)
+
+
+def _writeset(server: Server, sizes: Sizes) -> dict[str, Any]:
+    kernel_url = server.create_database("writeset")
+    upgrade(kernel_url)
+    return measure_writeset(
+        kernel_url, server.create_database("writeset_floor"), sizes.kernel_syscalls
+    )
 
 
 def _threaded(peer: DbosPeer, sizes: Sizes, threads: int = 8) -> dict[str, Any]:

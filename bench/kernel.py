@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from arvis.bootstrap import Lifecycle, compose_lifecycle
 from arvis.domain.identity import Identity
 from arvis.domain.ids import PrincipalId, TenantId
+from arvis.lifecycle.recovery import RecoveryRuntime
 from arvis.lifecycle.results import Syscall
 from arvis.store.database import PgStore
 from arvis.tools.builtins import builtin_tools
@@ -70,10 +71,13 @@ async def open_kernel(url: str, prefix: str) -> AsyncIterator[Kernel]:
         lifecycle = compose_lifecycle(
             store=store, tools=builtin_tools(tempfile.mkdtemp(prefix="arvis-bench-sandbox-"))
         )
-        # Like every admitting process, the kernel holds a lease (DESIGN §6).
-        await lifecycle.lease.claim()
-        yield Kernel(store, lifecycle, prefix, itertools.count())
+        # Like every admitting process, the kernel holds a lease and beats it (DESIGN §6).
+        runtime = RecoveryRuntime(lifecycle.lease, lifecycle.sweeper, sweep_interval_s=3600)
+        await runtime.start()
+        try:
+            yield Kernel(store, lifecycle, prefix, itertools.count())
+        finally:
+            await lifecycle.handler.drain()
+            await runtime.stop()
     finally:
-        await lifecycle.handler.drain()
-        await lifecycle.lease.release()
         await store.close()

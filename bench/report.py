@@ -25,6 +25,15 @@ def render(r: dict[str, Any]) -> str:
         add("1-3 rounds, side by side", str(len(side["rounds"])), _spread(side["rounds"]))
     if t := r.get("roundtrips"):
         add("2 round trips / syscall", f"{t['round_trips_per_syscall']}", "wire, PQtrace")
+    if w := r.get("writeset"):
+        for who in ("floor", "kernel"):
+            f = w[who]
+            add(
+                f"7 writes per call: {who}",
+                f"{f['wal_bytes']:.0f} B WAL, {f['index_insertions']} index entries",
+                f"rows +{f['rows_inserted']} ~{f['rows_updated']} (HOT {f['of_which_hot']})"
+                f" -{f['rows_deleted']}",
+            )
     if p := r.get("peer"):
         if p.get("available"):
             add("3 DBOS 1-step workflow", _lat(p["sequential"]), f"dbos {p.get('version')}")

@@ -210,7 +210,7 @@ class AdmissionService:
         self, request: AdmissionRequest, step: Proceed, lease: PlanLease, ids: Ids
     ) -> Admitted | DecisionHistory | _Rebind:
         snapshot = step.snapshot
-        intent = Intent(
+        intent = Intent.model_construct(
             intent_id=ids.intent,
             context=snapshot.context,
             tool=snapshot.tool,
@@ -222,10 +222,12 @@ class AdmissionService:
             confirmation_id=snapshot.confirmation_id,
             admitted_at=ids.recorded_at,
         )
-        declared = await self.outbox.declared_receipt(intent)
+        commitment = intent.commitment
+        declared = await self.outbox.declared_receipt(intent, commitment)
         answer = await self.store.admit(
             Admission(
                 intent=intent,
+                commitment=commitment,
                 payload_text=request.payload.canonical.decode(),
                 reserve=step.reserve,
                 receipt=declared,
@@ -236,12 +238,12 @@ class AdmissionService:
             if declared is not None:
                 return Admitted(intent, declared, lease)
             try:
-                receipt = self.outbox.builtin_receipt(intent, answer.receipt_position)
+                receipt = self.outbox.builtin_receipt(intent, commitment, answer.receipt_position)
             except InvalidReceipt as exc:
                 # The check runs after the commit: it cannot undo the admission, it
                 # stops the tool from running; the attempt is journaled as not started.
                 receipt = AuditReceipt(
-                    intent_commitment=intent.commitment,
+                    intent_commitment=commitment,
                     run_id=intent.context.run_id,
                     causal_id=intent.context.causal_id,
                     position=answer.receipt_position,

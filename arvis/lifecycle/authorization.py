@@ -148,7 +148,9 @@ class ToolAuthorizationService:
         if problem is not None:
             return refuse(DenialReason.PAYLOAD_INVALID, problem)
 
-        context = AuthorizedEffectContext(
+        # Sealed from values validated at the boundary (the identity, the syscall's
+        # ids, the leased plan): constructed, not validated again.
+        context = AuthorizedEffectContext.model_construct(
             tenant_id=identity.tenant_id,
             principal_id=identity.principal_id,
             auth_method=identity.method,
@@ -180,7 +182,7 @@ class ToolAuthorizationService:
                 return Refuse(refusal.denial, refusal.attempt, expire=expired)
             if gate is not None:
                 return gate
-        snapshot = AuthorizationSnapshot(
+        snapshot = AuthorizationSnapshot.model_construct(
             context=context,
             tool=definition.name,
             definition_fingerprint=definition.fingerprint,
@@ -192,7 +194,8 @@ class ToolAuthorizationService:
                 if confirmation is not None and decision.consent_required
                 else None
             ),
-            **versions,
+            policy_version=decision.policy_version,
+            policy_digest=decision.policy_digest,
         )
         return Proceed(snapshot, confirmation if decision.consent_required else None)
 

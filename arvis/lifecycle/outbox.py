@@ -28,7 +28,7 @@ class IntentOutboxService:
         """A declared sink; None: the store's own (built-in) sink."""
         self.store_fingerprint = store_fingerprint
 
-    async def declared_receipt(self, intent: Intent) -> AuditReceipt | None:
+    async def declared_receipt(self, intent: Intent, commitment: str) -> AuditReceipt | None:
         """The declared sink's checked receipt for ``intent``; None for the built-in sink."""
         if self.sink is None:
             return None
@@ -39,27 +39,29 @@ class IntentOutboxService:
         except Exception as exc:
             log.exception("audit sink failed for intent %s", intent.intent_id)
             raise AuditSinkFailure("the audit sink failed; nothing was run") from exc
-        self.check(receipt, intent)
+        self.check(receipt, intent, commitment)
         return receipt
 
-    def builtin_receipt(self, intent: Intent, position: int) -> AuditReceipt:
+    def builtin_receipt(self, intent: Intent, commitment: str, position: int) -> AuditReceipt:
         """The built-in sink's receipt at the position the store assigned, checked."""
-        receipt = AuditReceipt(
-            intent_commitment=intent.commitment,
+        # Built from values ARVIS made itself: no validation to repeat.
+        receipt = AuditReceipt.model_construct(
+            intent_commitment=commitment,
             run_id=intent.context.run_id,
             causal_id=intent.context.causal_id,
             position=position,
             store_fingerprint=self.store_fingerprint,
         )
-        self.check(receipt, intent)
+        self.check(receipt, intent, commitment)
         return receipt
 
-    def check(self, receipt: AuditReceipt, intent: Intent) -> None:
-        """Refuse a receipt that does not name exactly this intent in this store."""
+    def check(self, receipt: AuditReceipt, intent: Intent, commitment: str) -> None:
+        """Refuse a receipt that does not name exactly this intent (whose commitment is
+        ``commitment``) in this store."""
         if not isinstance(receipt, AuditReceipt):
             raise InvalidReceipt("the audit sink answered something that is not a receipt")
         problems = []
-        if receipt.intent_commitment != intent.commitment:
+        if receipt.intent_commitment != commitment:
             problems.append("it commits to another intent")
         if receipt.run_id != intent.context.run_id or receipt.causal_id != intent.context.causal_id:
             problems.append("it names another run or causal id")

@@ -173,6 +173,8 @@ class Admission:
     """Write an authorized attempt: the capability consumed, the intent recorded."""
 
     intent: Intent
+    commitment: str
+    """``intent.commitment``, computed once."""
     payload_text: str
     """The frozen payload, kept once on the decision."""
     reserve: bool

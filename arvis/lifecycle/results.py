@@ -8,7 +8,12 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.decisions import ActionDecision
-from arvis.domain.journal import ExecutionArtifact, RecoveryArtifact, RefusalArtifact
+from arvis.domain.journal import (
+    ExecutionArtifact,
+    JournalArtifact,
+    RecoveryArtifact,
+    RefusalArtifact,
+)
 from arvis.lifecycle.ports import JournalEntry
 
 # Run, causal and confirmation ids: 1 to 128 of [A-Za-z0-9._:-], but not "." or "..".
@@ -77,10 +82,18 @@ class SyscallResult(BaseModel):
 
 
 def result_from_entry(
-    entry: JournalEntry, *, outcome: Outcome | None = None, audit_incomplete: bool = False
+    entry: JournalEntry,
+    *,
+    outcome: Outcome | None = None,
+    audit_incomplete: bool = False,
+    artifact: JournalArtifact | None = None,
 ) -> SyscallResult:
-    """Rebuild the answer that an entry recorded, without running anything."""
-    artifact = entry.artifact
+    """Rebuild the answer that an entry recorded, without running anything.
+
+    ``artifact`` is the entry's typed body when the caller holds it already (it
+    just wrote it); otherwise it is read from the entry.
+    """
+    artifact = entry.artifact if artifact is None else artifact
     recorded: Outcome = "refused" if isinstance(artifact, RefusalArtifact) else "executed"
     common: dict[str, Any] = {
         "outcome": outcome or recorded,
@@ -92,14 +105,23 @@ def result_from_entry(
         "journal_position": entry.position,
         "audit_incomplete": audit_incomplete,
     }
+    # Every field comes from a typed artifact: nothing to validate again.
     if isinstance(artifact, RefusalArtifact):
-        return SyscallResult(**common, reason=artifact.reason.value, detail=artifact.detail)
+        return SyscallResult.model_construct(
+            **common, reason=artifact.reason.value, detail=artifact.detail
+        )
     if isinstance(artifact, ExecutionArtifact | RecoveryArtifact):
         receipt = artifact.receipt
-        return SyscallResult(
+        return SyscallResult.model_construct(
             **common,
             result=artifact.result,
             problem=None if artifact.problem is None else artifact.problem.model_dump(),
-            receipt=None if receipt is None else Receipt.model_validate(receipt.model_dump()),
+            receipt=None
+            if receipt is None
+            else Receipt.model_construct(
+                position=receipt.position,
+                intent_commitment=receipt.intent_commitment,
+                store_fingerprint=receipt.store_fingerprint,
+            ),
         )
     raise ValueError(f"a {entry.kind} entry records no syscall result")

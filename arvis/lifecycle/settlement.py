@@ -22,7 +22,7 @@ from typing import Any
 from arvis.domain.clock import Clock
 from arvis.domain.errors import SerializationConflict, StoreError, StoreUnavailable
 from arvis.domain.journal import Capability, ExecutionArtifact, Problem, Receipt
-from arvis.domain.states import ConfirmationState, settled_confirmation
+from arvis.domain.states import CapabilityState, ConfirmationState, settled_confirmation
 from arvis.lifecycle.admission import Admitted
 from arvis.lifecycle.errors import JournalConflict
 from arvis.lifecycle.ports import ConfirmationChange, JournalAppend, JournalEntry, LifecycleStore
@@ -72,7 +72,7 @@ class Settlement:
             )
             self.track(self._journal_when_back(admitted, outcome, artifact, recorded_at))
             return _unjournaled_result(admitted, outcome, artifact)
-        return result_from_entry(entry)
+        return result_from_entry(entry, artifact=artifact)
 
     def track(self, work: Coroutine[Any, Any, None]) -> None:
         """Run ``work`` to its end in the background; :meth:`drain` waits for it."""
@@ -187,7 +187,11 @@ class Settlement:
 
 
 def execution_artifact(admitted: Admitted, outcome: DispatchOutcome) -> ExecutionArtifact:
-    """What the journal records of a dispatched attempt."""
+    """What the journal records of a dispatched attempt.
+
+    Every part is a value ARVIS built (the intent, its receipt) or the dispatcher
+    classified (the outcome): assembled without validating any of it again.
+    """
     intent = admitted.intent
     receipt = admitted.receipt
     admitted_at = intent.admitted_at
@@ -199,34 +203,37 @@ def execution_artifact(admitted: Admitted, outcome: DispatchOutcome) -> Executio
         if tool_problem is None:
             result = outcome.result.value
         else:
-            problem = Problem(
+            problem = Problem.model_construct(
                 code=tool_problem.code,
                 detail=tool_problem.detail,
                 effect_started=tool_problem.effect_started,
+                retryable=False,
             )
     else:
         assert outcome.failure is not None
         failure = outcome.failure
-        problem = Problem(
+        problem = Problem.model_construct(
             code=failure.code,
             detail=failure.message,
             effect_started=failure.effect_started,
             retryable=failure.retryable,
         )
         retryable = failure.retryable
-    return ExecutionArtifact(
+    return ExecutionArtifact.model_construct(
         tool=intent.tool,
         plan_id=intent.plan_id,
         payload_digest=intent.payload.digest,
+        payload=None,
         context=intent.context,
-        capability=Capability(
+        capability=Capability.model_construct(
             id=intent.capability_id,
+            state=CapabilityState.CONSUMED,
             minted_at=admitted_at,
             activated_at=admitted_at,
             consumed_at=admitted_at,
         ),
         confirmation_id=intent.confirmation_id,
-        receipt=Receipt(
+        receipt=Receipt.model_construct(
             position=receipt.position,
             intent_commitment=receipt.intent_commitment,
             store_fingerprint=receipt.store_fingerprint,

@@ -217,7 +217,7 @@ class PgOperations:
                 intent.intent_id,
                 intent.capability_id,
                 admission.payload_text,
-                intent.commitment,
+                admission.commitment,
                 context.model_dump_json(),
                 context.instance_id,
                 intent.confirmation_id,

@@ -44,7 +44,8 @@ class Frozen:
     canonical: bytes
     digest: str
     idempotency_key: str
-    context_json: str
+    context_fields: dict[str, object]
+    """A copy of the context's field values (each immutable: strings, a tuple)."""
     call_id: str
 
     @classmethod
@@ -54,7 +55,7 @@ class Frozen:
             canonical=invocation.payload.canonical,
             digest=invocation.payload.digest,
             idempotency_key=invocation.idempotency_key,
-            context_json=invocation.context.model_dump_json(),
+            context_fields=dict(vars(invocation.context)),
             call_id=invocation.call_id,
         )
 
@@ -74,13 +75,7 @@ class Frozen:
         if not _same(self.idempotency_key, invocation.idempotency_key):
             return "idempotency_key"
         context = invocation.context
-        try:
-            same_context = type(context) is AuthorizedEffectContext and (
-                context.model_dump_json() == self.context_json
-            )
-        except Exception:  # a hand-built context that cannot even serialise is not ours
-            same_context = False
-        if not same_context:
+        if type(context) is not AuthorizedEffectContext or vars(context) != self.context_fields:
             return "context"
         if not _same(self.call_id, invocation.call_id):
             return "call_id"

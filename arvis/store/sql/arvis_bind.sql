@@ -32,16 +32,17 @@ BEGIN
         out_status := 'known';
         RETURN;
     END IF;
-    INSERT INTO decisions (tenant_id, run_id, causal_id, idempotency_key, tool,
-        payload_digest, payload)
-    VALUES (p_tenant, p_run, p_causal, p_key, p_tool, p_digest, p_payload::jsonb)
-    ON CONFLICT DO NOTHING;
-    IF FOUND THEN
-        out_status := 'new';
-        RETURN;
-    END IF;
+    -- Under the run's lock nobody else binds this run's causal ids: look, then insert
+    -- (a plain insert: ON CONFLICT's speculative insertion costs WAL on every call).
     SELECT idempotency_key INTO v_key FROM decisions
      WHERE tenant_id = p_tenant AND run_id = p_run AND causal_id = p_causal;
-    out_status := CASE WHEN v_key = p_key THEN 'known' ELSE 'causal_conflict' END;
+    IF FOUND THEN
+        out_status := CASE WHEN v_key = p_key THEN 'known' ELSE 'causal_conflict' END;
+        RETURN;
+    END IF;
+    INSERT INTO decisions (tenant_id, run_id, causal_id, idempotency_key, tool,
+        payload_digest, payload)
+    VALUES (p_tenant, p_run, p_causal, p_key, p_tool, p_digest, p_payload::jsonb);
+    out_status := 'new';
 END
 $$;

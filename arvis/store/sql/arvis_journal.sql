@@ -103,17 +103,19 @@ BEGIN
     out_position := v_length + 1;
     out_entry_hash := arvis_entry_hash(out_prev_hash, p_tenant, p_run, out_position, p_kind,
         p_causal, p_key, p_attempt, p_intent, p_boundary, p_recorded_at, p_body);
+    -- The head first: the entry's foreign key then finds the run's row already
+    -- written by this transaction and needs no lock of its own (no WAL record).
+    UPDATE runs SET journal_length = out_position, journal_head = out_entry_hash,
+           audit_incomplete = audit_incomplete OR p_flag IS NOT NULL,
+           audit_incomplete_reason = CASE WHEN p_flag IS NULL THEN audit_incomplete_reason
+               ELSE coalesce(audit_incomplete_reason || '; ', '') || p_flag END
+     WHERE tenant_id = p_tenant AND run_id = p_run;
     INSERT INTO journal_entries (tenant_id, run_id, position, kind, causal_id,
         idempotency_key, attempt, intent_id, boundary, retryable, body, prev_hash,
         entry_hash, recorded_at)
     VALUES (p_tenant, p_run, out_position, p_kind, p_causal, p_key, p_attempt, p_intent,
         p_boundary, p_retryable, p_body, out_prev_hash, out_entry_hash,
         p_recorded_at::timestamptz);
-    UPDATE runs SET journal_length = out_position, journal_head = out_entry_hash,
-           audit_incomplete = audit_incomplete OR p_flag IS NOT NULL,
-           audit_incomplete_reason = CASE WHEN p_flag IS NULL THEN audit_incomplete_reason
-               ELSE coalesce(audit_incomplete_reason || '; ', '') || p_flag END
-     WHERE tenant_id = p_tenant AND run_id = p_run;
     out_status := 'appended';
 END
 $$;

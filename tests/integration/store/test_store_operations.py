@@ -89,6 +89,7 @@ def _admission(
 ) -> Admission:
     return Admission(
         intent=intent,
+        commitment=intent.commitment,
         payload_text=intent.payload.canonical.decode(),
         reserve=reserve,
         receipt=receipt,
