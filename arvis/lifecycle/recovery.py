@@ -1,22 +1,23 @@
-"""Recovery (DESIGN §6): settle what crashed instances left behind. Never runs a tool.
+"""Recovery (DESIGN §6): settle what dead instances left behind. Never runs a tool.
 
-An intent is committed before its tool runs and settled by the journal
-transaction after it. An unsettled intent whose owner's lease has expired or
-was released was therefore interrupted somewhere in between. Its capability
-was consumed in the very transaction that wrote the intent, so the tool may
-have run: the sweeper journals ``EFFECT_STARTED`` when the tool had durably
-reported its start (``intents.started_at``), else ``EFFECT_STATE_UNKNOWN``, and
-flags the run audit-incomplete; the consent (if any) is consumed, and the retry
-table refuses an unsafe tool's retry.
+An attempt is admitted (its ``attempts`` row committed, its capability minted,
+activated and consumed in that one statement) before its tool runs, and the
+journal entry that settles it deletes the row after. An attempt still in flight
+whose owner's lease has expired or was released was therefore interrupted
+somewhere in between, and the tool may have run: the sweeper journals
+``EFFECT_STARTED`` when the tool had durably reported its start
+(``attempts.started_at``), else ``EFFECT_STATE_UNKNOWN``, and flags the run
+audit-incomplete; the consent (if any) is consumed, and the retry table refuses
+an unsafe tool's retry.
 
 DESIGN §6 also names a branch "never consumed ⇒ revoked, EFFECT_NOT_STARTED".
-No path writes an intent without consuming its capability in the same
-transaction (docs/architecture.md, "Recovery"), so that branch cannot be
-reached and is not written: an intent is settled only as uncertain.
+No path writes an attempt without consuming its capability in the same
+statement (docs/architecture.md, "Recovery"), so that branch cannot be reached
+and is not written: an interrupted attempt is settled only as uncertain.
 
-Each intent is settled in a transaction of its own, claimed with
-``FOR UPDATE SKIP LOCKED``, so any number of sweepers on any number of
-instances settle each intent exactly once.
+Each attempt is settled in a transaction of its own by ``arvis_journal``, which
+deletes the attempt's row before it appends: of any number of sweepers on any
+number of instances (and a late owner), exactly one settles each attempt.
 """
 
 from __future__ import annotations
