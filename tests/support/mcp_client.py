@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import AsyncIterator, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,7 +102,9 @@ def serve_arvis(database_url: str, data_dir: Path, config: str | None = None) ->
         path.write_text(config)
         overrides["config"] = path
     settings = app_settings(database_url, data_dir, **overrides)
-    tokens = asyncio.run(mint_keys(database_url))
+    # A thread of its own: the caller may be inside a running event loop.
+    with ThreadPoolExecutor(1) as pool:
+        tokens = pool.submit(asyncio.run, mint_keys(database_url)).result()
     app = create_app(lambda: build_kernel(settings))
     with running(app) as url:
         yield Served(url=url, tokens=tokens, database_url=database_url, data_dir=data_dir)
