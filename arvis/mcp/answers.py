@@ -19,6 +19,7 @@ from arvis.domain.boundary import EffectBoundary
 from arvis.lifecycle.results import SyscallResult
 from arvis.mcp import meta as keys
 
+_AUDIT_INCOMPLETE = "The run is flagged audit-incomplete: this result is not journaled yet."
 _NEXT_STEP = {
     EffectBoundary.EFFECT_NOT_STARTED: "Nothing ran; the same call may be made again.",
     EffectBoundary.EFFECT_FAILED: "The tool failed after it may have started.",
@@ -64,13 +65,14 @@ def call_result(result: SyscallResult, *, tool: str, protocol_version: str) -> t
     meta = answer_meta(result)
     completed = result.boundary is EffectBoundary.EFFECT_COMPLETED and result.problem is None
     if result.outcome in ("executed", "deduplicated") and completed:
-        return _with_value(result.result, meta, protocol_version, is_error=False, note="")
+        note = _AUDIT_INCOMPLETE if result.audit_incomplete else ""
+        return _with_value(result.result, meta, protocol_version, is_error=False, note=note)
     if result.outcome == "refused":
         text = f"ARVIS refused this call of {tool} ({result.reason}): {result.detail}. Nothing ran."
     else:
         text = _failure_text(result, tool)
     if result.audit_incomplete:
-        text += " The run is flagged audit-incomplete: this result is not journaled yet."
+        text += " " + _AUDIT_INCOMPLETE
     if result.result is not None:
         # Accepted work keeps its receipt: show it along with the warning.
         return _with_value(result.result, meta, protocol_version, is_error=True, note=text)

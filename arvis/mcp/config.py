@@ -80,8 +80,10 @@ class McpServerConfig(BaseModel):
     """Unreachable at start-up: leave its tools out (and say so) instead of stopping."""
     timeout_s: float = Field(default=10.0, gt=0, le=600)
     """How long one call may wait for the server's answer."""
-    startup_timeout_s: float = Field(default=20.0, gt=0, le=600)
-    """How long connecting and listing its tools may take."""
+    startup_timeout_s: float = Field(default=10.0, gt=0, le=600)
+    """How long starting (or restarting) the session and listing its tools may take;
+    keep it below ``ARVIS_TOOL_TIMEOUT_S`` so a call that could not be sent is
+    journaled as not started rather than cut off by the dispatch deadline."""
     overrides: dict[str, McpToolOverride] = Field(default_factory=dict)
     """Keyed by the server's own tool name (without the prefix)."""
 

@@ -7,7 +7,9 @@ touches. ``tools/list`` answers the current plan. Every ``tools/call`` is one
 ``POST /v1/syscalls``: there is no second lifecycle here, only translation.
 
 The transport is stateless and answers JSON: every POST stands alone, so any
-worker or instance can answer it, and nothing here outlives a request.
+worker or instance can answer it, and nothing here outlives a request. There is
+no session to end and no server-to-client stream, so ``GET`` and ``DELETE``
+answer 405 (after the key is checked, like everything else).
 """
 
 from __future__ import annotations
@@ -153,6 +155,12 @@ class McpGateway:
             await problem("forbidden_role", "/mcp needs the role agent")(scope, receive, send)
             return
         scope_log_fields(scope)["key"] = identity.key_id or ""
+        if scope["method"] != "POST":
+            # Stateless: no session to end, no stream to hold open for server messages.
+            refused = problem("method_not_allowed", "MCP here is one POST per message")
+            refused.headers["Allow"] = "POST"
+            await refused(scope, receive, send)
+            return
         scope.setdefault("state", {})[_IDENTITY] = identity
         await transport.handle_request(scope, receive, send)
 
@@ -301,8 +309,9 @@ def _elicits_urls(ctx: ServerRequestContext[Any]) -> bool:
 
 
 def _declined(responses: Mapping[str, Any] | None) -> bool:
+    """The user said no (or dismissed it); a retry carrying only the state resumes."""
     answer = (responses or {}).get(keys.APPROVAL)
-    return not isinstance(answer, types.ElicitResult) or answer.action != "accept"
+    return isinstance(answer, types.ElicitResult) and answer.action != "accept"
 
 
 def _pending_meta(

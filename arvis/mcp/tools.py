@@ -220,7 +220,10 @@ def _tools_of(server: UpstreamServer, listing: list[types.Tool] | BaseException)
     config = server.config
     if isinstance(listing, UpstreamUnavailable):
         if not config.optional:
-            raise ConfigurationError(f"[[tools.mcp]] {config.name!r}: {listing.message}")
+            raise ConfigurationError(
+                f"[[tools.mcp]] {config.name!r}: cannot use the server at start-up: "
+                f"{listing.reason}"
+            )
         log.warning(
             "[[tools.mcp]] %r is optional and unreachable; its tools are left out: %s",
             config.name,

@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 _CLIENT_INFO = types.Implementation(name="arvis", version=__version__)
 # Bounds a tools/list walk, so a server whose cursors never end cannot hang start-up.
 _MAX_LIST_PAGES = 100
+# Errors after which a session is of no more use.
+_SESSION_LOST = frozenset({types.CONNECTION_CLOSED, types.INVALID_REQUEST})
 # How long shutdown waits for a session to wind down (the SDK bounds its own steps).
 _CLOSE_TIMEOUT_S = 10.0
 
@@ -122,25 +124,45 @@ class UpstreamServer:
         sent. Anything raised after that (an ``MCPError``, a timeout) comes from a
         request that may have reached the server.
         """
-        async with self._lock:
-            session = self._session
-            if session is None or not session.live:
-                if session is not None:
-                    self._retire(session)
-                await self._open()
-                session = self._session
-        assert session is not None
-        assert session.client is not None
+        session = await self._ready()
         if self._current.get(tool) != self._pinned.get(tool):
             raise UpstreamChanged(self.name, tool)
-        return await session.client.session.call_tool(
-            tool,
-            arguments,
-            read_timeout_seconds=self.config.timeout_s,
-            meta=cast(types.RequestParamsMeta, meta),
-            allow_input_required=True,
-            allow_claimed=True,
-        )
+        assert session.client is not None
+        try:
+            return await session.client.session.call_tool(
+                tool,
+                arguments,
+                read_timeout_seconds=self.config.timeout_s,
+                meta=cast(types.RequestParamsMeta, meta),
+                allow_input_required=True,
+                allow_claimed=True,
+            )
+        except MCPError as exc:
+            if exc.code in _SESSION_LOST:
+                # The next call starts a new session (an HTTP server that forgot ours).
+                session.ended.set()
+            raise
+
+    async def _ready(self) -> _Session:
+        """A live session, restarted if it died, within ``startup_timeout_s``.
+
+        The budget (waiting for another caller's restart included) keeps a call
+        that never got to send from outliving the dispatcher's deadline, which
+        could only classify it as uncertain.
+        """
+        budget = self.config.startup_timeout_s
+        try:
+            async with asyncio.timeout(budget), self._lock:
+                session = self._session
+                if session is None or not session.live:
+                    if session is not None:
+                        self._retire(session)
+                    await self._open()
+                    session = self._session
+        except TimeoutError:
+            raise UpstreamUnavailable(self.name, f"no live session within {budget:g} s") from None
+        assert session is not None
+        return session
 
     async def aclose(self) -> None:
         """Stop the session (a stdio child is asked to exit, then killed)."""
@@ -190,6 +212,10 @@ class UpstreamServer:
     def _retire(self, session: _Session) -> None:
         # Never awaited: a caller cut off mid-connect must not wait for a child to exit.
         session.stop.set()
+        if not session.ready.is_set() and session.task is not None:
+            # Still connecting, so not waiting for ``stop``: a server that never
+            # answers would hold it for ever. The SDK's shutdown is shielded.
+            session.task.cancel()
         if self._session is session:
             self._session = None
 
@@ -289,7 +315,7 @@ def _reason(exc: BaseException) -> str:
         exc = exc.exceptions[0]
     if isinstance(exc, MCPError):
         if exc.code == types.CONNECTION_CLOSED:
-            return "the server closed the connection"
+            return "the server exited or closed the connection"
         return exc.error.message
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

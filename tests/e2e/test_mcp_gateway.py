@@ -55,6 +55,13 @@ async def test_a_missing_bad_or_revoked_key_is_401_and_a_key_without_agent_is_40
     assert missing.headers["www-authenticate"] == "Bearer"
     assert approver.status_code == 403
     assert approver.json()["code"] == "forbidden_role"
+    async with httpx.AsyncClient(base_url=served.url) as http:
+        stream = await http.get("/mcp", headers={"Accept": "text/event-stream"})
+        agent_stream = await http.get(
+            "/mcp", headers={"Accept": "text/event-stream", **served.auth("acme:agent")}
+        )
+    assert stream.status_code == 401
+    assert (agent_stream.status_code, agent_stream.headers["allow"]) == (405, "POST")
 
     store = await PgStore.open(served.database_url)
     try:
@@ -203,6 +210,21 @@ async def test_a_declined_elicitation_runs_nothing_and_leaves_the_confirmation_o
         if entry["causal_id"] == meta["arvis.dev/causal_id"]
     ]
     assert executions == []
+
+
+async def test_a_denied_confirmation_answers_a_refusal_and_never_runs(served: Served) -> None:
+    arguments = {"path": "denied.txt", "line": "no"}
+    async with served.client() as client:
+        asked = await client.call_tool("files.append", arguments)
+        confirmation = meta_of(asked)["arvis.dev/confirmation_id"]
+        denied = await served.api(
+            "POST", f"/v1/confirmations/{confirmation}/deny", "acme:approver", json={"reason": "no"}
+        )
+        assert denied.status_code == 200, denied.text
+        after = await client.call_tool("files.append", arguments)
+    assert after.is_error is True
+    assert meta_of(after)["arvis.dev/reason"] == "confirmation_denied"
+    assert not (served.data_dir / "sandbox" / "denied.txt").exists()
 
 
 async def test_a_refusal_is_a_tool_error_with_its_reason_and_is_journaled(served: Served) -> None:

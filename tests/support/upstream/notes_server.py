@@ -6,7 +6,8 @@ It keeps notes in ``STATE_DIR/notes.json`` and appends every ``tools/call`` it
 receives (tool, arguments, ``_meta``) to ``STATE_DIR/calls.jsonl``, so a test can
 see what reached it. ``add_note`` deduplicates on ``arvis.dev/idempotency_key``,
 as a downstream system that is handed the key should. If ``STATE_DIR/refuse``
-exists it exits at once, like a server that cannot start.
+exists it exits at once, like a server that cannot start; else it writes its
+pid to ``STATE_DIR/pid``.
 
 Tools: ``add_note`` (mutating), ``list_notes`` (read-only, with hints),
 ``fail`` (answers ``isError``), ``crash`` (dies mid-call), ``slow`` (sleeps
@@ -112,6 +113,7 @@ async def call_tool(
 
 
 async def main() -> None:
+    (STATE / "pid").write_text(str(os.getpid()))
     server: Server[Any] = Server(
         "notes", version="1.0", on_list_tools=list_tools, on_call_tool=call_tool
     )
