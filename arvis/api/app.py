@@ -17,7 +17,7 @@ from arvis.api.problems import install_problem_handlers
 from arvis.api.routes import confirmations, runs, syscalls, system
 from arvis.bootstrap import Kernel, build_kernel
 from arvis.config import load_settings
-from arvis.mcp.server import McpGateway
+from arvis.mcp.endpoint import McpEndpoint
 
 KernelFactory = Callable[[], Awaitable[Kernel]]
 
@@ -48,7 +48,7 @@ def create_app(
         kernel.lifecycle.handler.phase_observer = app.state.metrics.observe_phase
         try:
             await kernel.start()
-            async with mcp.running(kernel):
+            async with mcp.serving(kernel):
                 yield
         finally:
             await kernel.close()
@@ -66,7 +66,7 @@ def create_app(
         app.include_router(module.router)
     # MCP over streamable HTTP (arvis.mcp.server): bodies are bounded JSON like any
     # other, and every answer is one JSON response, so the middlewares below apply.
-    mcp = McpGateway(metrics)
+    mcp = McpEndpoint(metrics)
     app.router.routes.append(
         Route("/mcp", mcp, methods=["GET", "POST", "DELETE"], include_in_schema=False)
     )

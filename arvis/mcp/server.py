@@ -1,15 +1,13 @@
 """``/mcp`` (DESIGN §7): ARVIS as an MCP server, over streamable HTTP.
 
-A bearer API key with the ``agent`` role is checked before any MCP processing
-(401 / 403 problems otherwise); the key's tenant is the only one the session
-touches. ``tools/list`` answers the current plan. Every ``tools/call`` is one
+The caller is authenticated by ``arvis.mcp.endpoint`` before anything here runs;
+the key's tenant is the only one a request touches. ``tools/list`` answers the
+current plan. Every ``tools/call`` is one
 ``tool.execute`` syscall through the same :class:`SyscallHandler` as
 ``POST /v1/syscalls``: there is no second lifecycle here, only translation.
 
 The transport is stateless and answers JSON: every POST stands alone, so any
-worker or instance can answer it, and nothing here outlives a request. There is
-no session to end and no server-to-client stream, so ``GET`` and ``DELETE``
-answer 405 (after the key is checked, like everything else).
+worker or instance can answer it, and nothing here outlives a request.
 """
 
 from __future__ import annotations
@@ -30,9 +28,9 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from arvis import __version__
-from arvis.api.identity import Unauthenticated, authenticate, scope_log_fields
+from arvis.api.identity import scope_log_fields
 from arvis.api.metrics import ApiMetrics
-from arvis.api.problems import error_response, problem
+from arvis.api.problems import problem
 from arvis.bootstrap import Kernel
 from arvis.domain.authorization import DenialReason
 from arvis.domain.decisions import ActionDecision
@@ -89,7 +87,7 @@ def mcp_tool(definition: ToolDefinition) -> types.Tool:
 
 
 class McpGateway:
-    """The ``/mcp`` ASGI endpoint; :meth:`running` must surround serving it."""
+    """MCP for one kernel: :meth:`running` must surround :meth:`handle`."""
 
     def __init__(self, metrics: ApiMetrics | None = None) -> None:
         self._metrics = metrics
@@ -138,28 +136,11 @@ class McpGateway:
             stop.set()
             await task
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        kernel, transport = self._kernel, self._transport
-        if kernel is None or transport is None:
+    async def handle(self, identity: Identity, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer one MCP POST of an authenticated ``agent`` (see ``arvis.mcp.endpoint``)."""
+        transport = self._transport
+        if self._kernel is None or transport is None:
             await problem("shutting_down", "MCP is not being served")(scope, receive, send)
-            return
-        try:
-            identity = await authenticate(kernel, _bearer(scope))
-        except Unauthenticated as exc:
-            await problem("unauthenticated", exc.message)(scope, receive, send)
-            return
-        except Exception as exc:  # e.g. the store is unavailable: as every route answers
-            await error_response(exc)(scope, receive, send)
-            return
-        if not identity.has_role("agent"):
-            await problem("forbidden_role", "/mcp needs the role agent")(scope, receive, send)
-            return
-        scope_log_fields(scope)["key"] = identity.key_id or ""
-        if scope["method"] != "POST":
-            # Stateless: no session to end, no stream to hold open for server messages.
-            refused = problem("method_not_allowed", "MCP here is one POST per message")
-            refused.headers["Allow"] = "POST"
-            await refused(scope, receive, send)
             return
         scope.setdefault("state", {})[_IDENTITY] = identity
         await transport.handle_request(scope, receive, send)
@@ -334,11 +315,3 @@ def _pending_meta(
         keys.CAUSAL_ID: pending.causal_id,
         keys.CONFIRMATION_ID: pending.confirmation_id,
     }
-
-
-def _bearer(scope: Scope) -> str | None:
-    for name, value in scope["headers"]:
-        if name == b"authorization":
-            scheme, _, credentials = value.decode("latin-1").partition(" ")
-            return credentials if scheme.lower() == "bearer" and credentials else None
-    return None
