@@ -2,9 +2,10 @@
 
 The caller is authenticated by ``arvis.mcp.endpoint`` before anything here runs;
 the key's tenant is the only one a request touches. ``tools/list`` answers the
-current plan. Every ``tools/call`` is one
-``tool.execute`` syscall through the same :class:`SyscallHandler` as
-``POST /v1/syscalls``: there is no second lifecycle here, only translation.
+current plan. Every ``tools/call`` is one ``tool.execute`` syscall through the
+same :class:`SyscallHandler` as ``POST /v1/syscalls``: there is no second
+lifecycle here, only translation (ids: :mod:`arvis.mcp.meta`; answers:
+:mod:`arvis.mcp.answers`).
 
 The transport is stateless and answers JSON: every POST stands alone, so any
 worker or instance can answer it, and nothing here outlives a request.
@@ -176,19 +177,7 @@ class McpGateway:
             raise MCPError(code=types.INVALID_PARAMS, message=f"arguments: {exc.message}") from None
         plan = kernel.lifecycle.plans.current
         try:
-            run_id, causal_id = explicit_ids(params.meta, request.headers)
-            pending = (
-                None
-                if params.request_state is None
-                else PendingDecision.decode(params.request_state, tool=tool, payload=payload)
-            )
-            if pending is not None:
-                if run_id not in (None, pending.run_id) or causal_id not in (
-                    None,
-                    pending.causal_id,
-                ):
-                    raise InvalidIds("requestState belongs to another decision than the ids sent")
-                run_id, causal_id = pending.run_id, pending.causal_id
+            run_id, causal_id, pending = _named_ids(params, request, tool, payload)
         except InvalidIds as exc:
             raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
         if pending is not None and _declined(params.input_responses):
@@ -276,6 +265,25 @@ def _caller(ctx: ServerRequestContext[Any]) -> tuple[Request, Identity]:
         # Only reachable when the server is served without the gateway's endpoint.
         raise MCPError(code=types.INTERNAL_ERROR, message="the caller is not authenticated")
     return request, identity
+
+
+def _named_ids(
+    params: types.CallToolRequestParams,
+    request: Request,
+    tool: str,
+    payload: FrozenEffectPayload,
+) -> tuple[str | None, str | None, PendingDecision | None]:
+    """The run and causal ids the call names, and the decision its request state resumes.
+
+    A resumed decision's ids win; ids the call names as well must be the same.
+    """
+    run_id, causal_id = explicit_ids(params.meta, request.headers)
+    if params.request_state is None:
+        return run_id, causal_id, None
+    pending = PendingDecision.decode(params.request_state, tool=tool, payload=payload)
+    if run_id not in (None, pending.run_id) or causal_id not in (None, pending.causal_id):
+        raise InvalidIds("requestState belongs to another decision than the ids sent")
+    return pending.run_id, pending.causal_id, pending
 
 
 def _elicits_urls(ctx: ServerRequestContext[Any]) -> bool:

@@ -291,6 +291,7 @@ async def test_another_tenant_never_sees_or_resumes_a_tenants_decisions(served: 
         asked = await acme.call_tool(
             "files.append", {"path": "t.txt", "line": "x"}, meta={**ids, CAUSAL: "append-1"}
         )
+        own = await acme.call_tool("echo", {"only": "acme"})
     async with served.client("globex:agent") as globex:
         theirs = await globex.call_tool("files.write", arguments, meta=ids)
     assert meta_of(mine)["arvis.dev/outcome"] == "executed"
@@ -304,6 +305,9 @@ async def test_another_tenant_never_sees_or_resumes_a_tenants_decisions(served: 
         "POST", f"/v1/confirmations/{confirmation}/approve", "globex:approver"
     )
     assert stranger.status_code == 404
+    acme_default_run = meta_of(own)["arvis.dev/run_id"]
+    hidden = await served.api("GET", f"/v1/runs/{acme_default_run}/journal", "globex:auditor")
+    assert hidden.status_code == 404
     acme_entries = await served.journal("mcp-shared-name", "acme:auditor")
     globex_entries = await served.journal("mcp-shared-name", "globex:auditor")
     assert [e["idempotency_key"] for e in globex_entries] == [
