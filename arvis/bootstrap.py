@@ -47,6 +47,7 @@ from arvis.lifecycle.recovery import RecoveryRuntime, RecoverySweeper
 from arvis.lifecycle.replay import ReplayService
 from arvis.lifecycle.settlement import Settlement
 from arvis.lifecycle.syscalls import SyscallHandler
+from arvis.mcp.pool import McpUpstreams
 from arvis.store.audit import AuditHost, PgPlanStore
 from arvis.store.database import PgStore, resolve_database
 from arvis.store.keys import PgKeyStore
@@ -54,7 +55,7 @@ from arvis.tools.base import Tool
 from arvis.tools.dispatcher import ToolDispatcher
 from arvis.tools.layers import DispatchDecorator
 from arvis.tools.plans import StaticToolPlanSource
-from arvis.tools.registry import ToolHost, build_tool_set
+from arvis.tools.registry import ToolHost, build_tool_set, parse_tools_config
 
 DEFAULT_CONFIRMATION_TTL = timedelta(hours=24)
 
@@ -146,6 +147,8 @@ class Kernel:
     http: httpx.AsyncClient
     instance_id: InstanceId
     recovery: RecoveryRuntime | None = None
+    upstreams: McpUpstreams = field(default_factory=McpUpstreams.empty)
+    """Sessions to the upstream MCP servers whose tools are in the plan."""
     extras: dict[str, object] = field(default_factory=dict)
 
     @functools.cached_property
@@ -171,6 +174,7 @@ class Kernel:
         await handler.drain(self.settings.shutdown_grace_s)
         if self.recovery is not None:
             await self.recovery.stop()
+        await self.upstreams.aclose()
         await self.http.aclose()
         await self.store.close()
 
@@ -214,10 +218,33 @@ def load_audit_sink(config: AuditConfig, store_fingerprint: str) -> AuditSink | 
     return cast(AuditSink, sink)
 
 
-def load_tools(settings: Settings, file_config: FileConfig, http: httpx.AsyncClient) -> list[Tool]:
-    """The declared tool set: application factories over built-in fallbacks."""
-    host = ToolHost.from_settings(settings, http, environ=os.environ)
-    return build_tool_set(settings, file_config, host)
+@dataclass
+class LoadedTools:
+    """The declared tool set, and the upstream MCP sessions some of its tools use."""
+
+    tools: list[Tool]
+    upstreams: McpUpstreams
+
+    async def aclose(self) -> None:
+        await self.upstreams.aclose()
+
+
+async def load_tools(
+    settings: Settings, file_config: FileConfig, http: httpx.AsyncClient
+) -> LoadedTools:
+    """The declared tool set: application factories over built-in fallbacks.
+
+    Upstream MCP servers are started and their tool lists read first, so their
+    tools are pinned into the plan like any other; the caller closes them.
+    """
+    config = parse_tools_config(file_config.tools)
+    upstreams = await McpUpstreams.open(config.mcp, os.environ)
+    try:
+        host = ToolHost.from_settings(settings, http, environ=os.environ, mcp_tools=upstreams.tools)
+        return LoadedTools(build_tool_set(settings, file_config, host), upstreams)
+    except BaseException:
+        await upstreams.aclose()
+        raise
 
 
 async def check_deployment(settings: Settings) -> None:
@@ -228,7 +255,11 @@ async def check_deployment(settings: Settings) -> None:
     """
     file_config = load_file_config(settings)
     async with httpx.AsyncClient() as http:
-        ToolDispatcher(load_tools(settings, file_config, http))
+        loaded = await load_tools(settings, file_config, http)
+        try:
+            ToolDispatcher(loaded.tools)
+        finally:
+            await loaded.aclose()
     parse_policy_config(file_config.policy)
     parse_confirmations_config(file_config.confirmations)
     audit = parse_audit_config(file_config.audit)
@@ -249,26 +280,30 @@ async def build_kernel(settings: Settings | None = None) -> Kernel:
     settings = settings or load_settings()
     file_config = load_file_config(settings)
     http = httpx.AsyncClient(timeout=settings.tool_timeout_s)
+    loaded: LoadedTools | None = None
     try:
-        tools = load_tools(settings, file_config, http)
         policy = RulePolicy(parse_policy_config(file_config.policy))
         confirmations = parse_confirmations_config(file_config.confirmations)
         audit = parse_audit_config(file_config.audit)
+        loaded = await load_tools(settings, file_config, http)
         target = resolve_database(settings.database_url, settings.data_dir)
         store = await PgStore.open(target.url)
     except BaseException:
+        if loaded is not None:
+            await loaded.aclose()
         await http.aclose()
         raise
     try:
         audit_sink = load_audit_sink(audit, store.fingerprint)
     except BaseException:
+        await loaded.aclose()
         await http.aclose()
         await store.close()
         raise
     instance_id = InstanceId(settings.instance_id) if settings.instance_id else new_instance_id()
     lifecycle = compose_lifecycle(
         store=store,
-        tools=tools,
+        tools=loaded.tools,
         policy=policy,
         instance_id=instance_id,
         tool_timeout_s=settings.tool_timeout_s,
@@ -285,4 +320,5 @@ async def build_kernel(settings: Settings | None = None) -> Kernel:
         lifecycle=lifecycle,
         http=http,
         instance_id=instance_id,
+        upstreams=loaded.upstreams,
     )

@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
+from starlette.routing import Route
 
 from arvis import __version__
 from arvis.api.fastlane import SyscallFastLane
@@ -18,6 +19,7 @@ from arvis.api.problems import install_problem_handlers
 from arvis.api.routes import confirmations, runs, syscalls, system
 from arvis.bootstrap import Kernel, build_kernel
 from arvis.config import Environment, load_settings
+from arvis.mcp.endpoint import McpEndpoint
 
 KernelFactory = Callable[[], Awaitable[Kernel]]
 
@@ -53,7 +55,8 @@ def create_app(
         kernel.lifecycle.handler.phase_observer = app.state.metrics.observe_phase
         try:
             await kernel.start()
-            yield
+            async with mcp.serving(kernel):
+                yield
         finally:
             await kernel.close()
 
@@ -73,6 +76,12 @@ def create_app(
     install_problem_handlers(app)
     for module in (syscalls, runs, confirmations, system):
         app.include_router(module.router)
+    # MCP over streamable HTTP (arvis.mcp.server): bodies are bounded JSON like any
+    # other, and every answer is one JSON response, so the middlewares below apply.
+    mcp = McpEndpoint(metrics)
+    app.router.routes.append(
+        Route("/mcp", mcp, methods=["GET", "POST", "DELETE"], include_in_schema=False)
+    )
     # Added innermost first, so the order is: access log, deadline, body guard, the
     # syscall fast lane. The access log sees every answer; the deadline covers a
     # slow body as well; the fast lane only ever sees bounded JSON bodies.

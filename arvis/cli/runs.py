@@ -36,16 +36,22 @@ def tools(json_out: JsonFlag = False) -> None:
     import httpx
 
     settings = settings_or_exit()
-    # Listing tools never calls one; the client exists only for tool constructors.
-    http = httpx.AsyncClient()
+
+    async def listing() -> list[dict[str, Any]]:
+        # Listing tools never calls one; the client exists only for tool constructors,
+        # and upstream MCP servers are started only to read their tool lists.
+        async with httpx.AsyncClient() as http:
+            loaded = await load_tools(settings, load_file_config(settings), http)
+            try:
+                dispatcher = ToolDispatcher(loaded.tools)
+            finally:
+                await loaded.aclose()
+        return describe_plan(StaticToolPlanSource(dispatcher).current)
+
     try:
-        file_config = load_file_config(settings)
-        dispatcher = ToolDispatcher(load_tools(settings, file_config, http))
+        rows = asyncio.run(listing())
     except ArvisError as exc:
         fail(exc.message)
-    finally:
-        asyncio.run(http.aclose())
-    rows = describe_plan(StaticToolPlanSource(dispatcher).current)
     if json_out:
         emit_json(rows)
         return

@@ -5,13 +5,19 @@
 factories = ["myapp.tools:make_tools"]   # each gets a ToolHost, returns tools
 builtins = true                          # echo, files.* as fallbacks
 ```
+
+``[[tools.http]]`` entries are remote HTTP tools (:mod:`arvis.tools.http`);
+``[[tools.mcp]]`` entries are upstream MCP servers (:mod:`arvis.mcp.config`),
+whose tools need a live session to be listed: the composition root opens them
+first (``arvis.bootstrap.load_tools``) and hands their tools in through
+:attr:`ToolHost.mcp_tools`.
 """
 
 from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from arvis.config import FileConfig, Settings
 from arvis.domain.definitions import ToolDefinition
 from arvis.domain.errors import ArvisError, ConfigurationError, DefinitionError
+from arvis.mcp.config import McpServerConfig
 from arvis.tools.base import Tool
 from arvis.tools.builtins import builtin_tools
 from arvis.tools.http import HttpToolConfig, http_tool
@@ -42,6 +49,9 @@ class ToolHost:
     environ: Mapping[str, str] = field(default_factory=dict, repr=False)
     """The process environment, injected by the composition root; ``headers_env``
     of ``[[tools.http]]`` reads it. Empty unless the host is given one."""
+    mcp_tools: Mapping[str, Sequence[Tool]] = field(default_factory=dict)
+    """The tools of each ``[[tools.mcp]]`` server, by server name, listed from its
+    live session before the tool set is built (empty for a left-out optional one)."""
 
     @classmethod
     def from_settings(
@@ -49,12 +59,14 @@ class ToolHost:
         settings: Settings,
         http: httpx.AsyncClient,
         environ: Mapping[str, str] | None = None,
+        mcp_tools: Mapping[str, Sequence[Tool]] | None = None,
     ) -> ToolHost:
         return cls(
             settings=settings,
             sandbox_dir=settings.sandbox_dir,
             http=http,
             environ={} if environ is None else environ,
+            mcp_tools={} if mcp_tools is None else mcp_tools,
         )
 
 
@@ -69,6 +81,8 @@ class ToolsConfig(BaseModel):
     """Offer ``echo`` and ``files.*`` where no application tool takes their name."""
     http: list[HttpToolConfig] = Field(default_factory=list)
     """Remote HTTP tools (``[[tools.http]]``)."""
+    mcp: list[McpServerConfig] = Field(default_factory=list)
+    """Upstream MCP servers (``[[tools.mcp]]``); their tools are ``<name>.<tool>``."""
 
 
 ToolFactory = Callable[[ToolHost], Iterable[Tool]]
@@ -85,6 +99,10 @@ def parse_tools_config(raw: Mapping[str, Any]) -> ToolsConfig:
     for spec in config.factories:
         if not _matches(spec):
             raise ConfigurationError(f"[tools] factory {spec!r} must be 'package.module:factory'")
+    servers = [entry.name for entry in config.mcp]
+    for name in servers:
+        if servers.count(name) > 1:
+            raise ConfigurationError(f"[[tools.mcp]] {name!r} is declared twice")
     return config
 
 
@@ -154,6 +172,17 @@ def build_tool_set(settings: Settings, file_config: FileConfig, host: ToolHost) 
         source = f"[[tools.http]] #{index}"
         remote = http_tool(entry, host.http, source=source, environ=host.environ)
         sources.append((source, [remote]))
+    for server in config.mcp:
+        source = f"[[tools.mcp]] {server.name!r}"
+        if server.name not in host.mcp_tools:
+            raise ConfigurationError(
+                f"{source}: the server was not opened before the tool set was built "
+                "(arvis.bootstrap.load_tools opens it)"
+            )
+        listed = list(host.mcp_tools[server.name])
+        for tool in listed:
+            check_tool(tool, source)
+        sources.append((source, listed))
     for source, tools in sources:
         for tool in tools:
             if tool.name in declared:

@@ -32,6 +32,10 @@ NEVER_HTTP = {
     "dispatch_failed",
     "tool_execution_failed",
     "tool_not_declared",
+    # An MCP upstream that is down or changed: raised at start-up (ARVIS does not
+    # start) or inside an upstream tool's call, which answers it as not started.
+    "mcp_upstream_changed",
+    "mcp_upstream_unavailable",
     # The domain's transition tables refuse an impossible state change; the lifecycle
     # consults them for what it writes, never on a caller's say-so.
     "state_transition_invalid",

@@ -1,0 +1,155 @@
+"""A syscall's answer as MCP answers it: what a client shows and what a model can act on.
+
+``executed`` / ``deduplicated`` with a completed value: a ``CallToolResult``
+with the value as ``structuredContent`` and as JSON text. A problem, a refusal,
+a consent request or an uncertain boundary: ``isError: true`` and text saying
+what happened and what to do next. Every answer carries the same ``_meta``
+(:func:`answer_meta`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import mcp_types as types
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from arvis.domain.boundary import EffectBoundary
+from arvis.lifecycle.results import SyscallResult
+from arvis.mcp import meta as keys
+
+_AUDIT_INCOMPLETE = "The run is flagged audit-incomplete: this result is not journaled yet."
+_NEXT_STEP = {
+    EffectBoundary.EFFECT_NOT_STARTED: "Nothing ran; the same call may be made again.",
+    EffectBoundary.EFFECT_FAILED: "The tool failed after it may have started.",
+    EffectBoundary.EFFECT_STARTED: (
+        "The effect started and its end was not observed. Do NOT call this tool again for "
+        "the same action: it could happen twice. Ask a human to check what happened."
+    ),
+    EffectBoundary.EFFECT_STATE_UNKNOWN: (
+        "Nobody knows whether the effect happened. Do NOT retry: a retry could repeat it. "
+        "Ask a human to check the target system before doing anything else."
+    ),
+    EffectBoundary.EFFECT_COMPLETED: (
+        "The call completed with this problem; calling it again with the same arguments "
+        "answers the same recorded result."
+    ),
+}
+
+
+def answer_meta(result: SyscallResult) -> dict[str, Any]:
+    """The ``arvis.dev/*`` keys every answer carries (null where a value does not apply)."""
+    meta: dict[str, Any] = {
+        keys.OUTCOME: result.outcome,
+        keys.BOUNDARY: None if result.boundary is None else result.boundary.value,
+        keys.IDEMPOTENCY_KEY: result.idempotency_key,
+        keys.JOURNAL_POSITION: result.journal_position,
+        keys.ATTEMPT: result.attempt,
+        keys.RUN_ID: result.run_id,
+        keys.CAUSAL_ID: result.causal_id,
+    }
+    if result.reason is not None:
+        meta[keys.REASON] = result.reason
+    if result.problem is not None and isinstance(result.problem.get("code"), str):
+        meta[keys.PROBLEM] = result.problem["code"]
+    if result.confirmation is not None:
+        meta[keys.CONFIRMATION_ID] = result.confirmation.id
+    if result.audit_incomplete:
+        meta[keys.AUDIT_INCOMPLETE] = True
+    return meta
+
+
+def call_result(result: SyscallResult, *, tool: str, protocol_version: str) -> types.CallToolResult:
+    """Any answer but a consent request (see :func:`consent_result`)."""
+    meta = answer_meta(result)
+    completed = result.boundary is EffectBoundary.EFFECT_COMPLETED and result.problem is None
+    if result.outcome in ("executed", "deduplicated") and completed:
+        note = _AUDIT_INCOMPLETE if result.audit_incomplete else ""
+        return _with_value(result.result, meta, protocol_version, is_error=False, note=note)
+    if result.outcome == "refused":
+        text = f"ARVIS refused this call of {tool} ({result.reason}): {result.detail}. Nothing ran."
+    else:
+        text = _failure_text(result, tool)
+    if result.audit_incomplete:
+        text += " " + _AUDIT_INCOMPLETE
+    if result.result is not None:
+        # Accepted work keeps its receipt: show it along with the warning.
+        return _with_value(result.result, meta, protocol_version, is_error=True, note=text)
+    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True, _meta=meta)
+
+
+def consent_result(
+    result: SyscallResult, *, tool: str, approval_url: str, approver: str
+) -> types.CallToolResult:
+    """Consent required, for a client that cannot be sent to the approval."""
+    assert result.confirmation is not None
+    text = (
+        f"This call of {tool} needs consent before it runs; nothing ran. {approver} must "
+        f"approve confirmation {result.confirmation.id} ({approval_url}). Once it is "
+        "approved, make exactly the same call again: it then runs once."
+    )
+    return types.CallToolResult(
+        content=[types.TextContent(text=text)], is_error=True, _meta=answer_meta(result)
+    )
+
+
+def consent_request(
+    result: SyscallResult, *, tool: str, approval_url: str, approver: str, state: str
+) -> types.InputRequiredResult:
+    """Consent required, for a client that declared URL elicitation: send it to the approval."""
+    message = (
+        f"ARVIS needs {approver} to approve this call of {tool} before it runs. "
+        "Continue once it is approved."
+    )
+    request = types.ElicitRequest(
+        params=types.ElicitRequestURLParams(message=message, url=approval_url)
+    )
+    return types.InputRequiredResult(
+        input_requests={keys.APPROVAL: request}, request_state=state, _meta=answer_meta(result)
+    )
+
+
+def declined_result(
+    result_meta: dict[str, Any], *, tool: str, confirmation_id: str
+) -> types.CallToolResult:
+    """The user at the client declined to open the approval: nothing runs now."""
+    text = (
+        f"The approval of this call of {tool} was not opened; nothing ran. Confirmation "
+        f"{confirmation_id} stays open: make the same call again once it is approved."
+    )
+    return types.CallToolResult(
+        content=[types.TextContent(text=text)], is_error=True, _meta=result_meta
+    )
+
+
+def _failure_text(result: SyscallResult, tool: str) -> str:
+    problem = result.problem or {}
+    code = problem.get("code", "failed")
+    detail = problem.get("detail") or result.detail or "no detail"
+    boundary = result.boundary or EffectBoundary.EFFECT_STATE_UNKNOWN
+    text = f"{tool} did not complete ({code}): {detail}. {_NEXT_STEP.get(boundary, '')}"
+    if boundary is EffectBoundary.EFFECT_FAILED:
+        if problem.get("retryable"):
+            text += " The tool advises that the same call may be made again."
+        else:
+            text += (
+                " Do not make the same call again: ARVIS refuses a retry the tool did not advise."
+            )
+    return text
+
+
+def _with_value(
+    value: Any, meta: dict[str, Any], protocol_version: str, *, is_error: bool, note: str
+) -> types.CallToolResult:
+    text = json.dumps(value, ensure_ascii=False)
+    content: list[types.ContentBlock] = [types.TextContent(text=text)]
+    if note:
+        content.insert(0, types.TextContent(text=note))
+    # Before 2026-07-28 structuredContent must be an object; the text always has the value.
+    structured = value if protocol_version in MODERN_PROTOCOL_VERSIONS else None
+    if isinstance(value, dict):
+        structured = value
+    return types.CallToolResult(
+        content=content, structured_content=structured, is_error=is_error, _meta=meta
+    )

@@ -1,0 +1,271 @@
+"""Tools of upstream MCP servers, governed like any other (DESIGN §3).
+
+**Definitions.** Each tool an upstream lists at start-up becomes
+``<server>.<tool>`` with the server's description and input schema. Its
+governance metadata is the operator's: without an override and without
+``trust_annotations`` it is the most conservative kind (``mutating``,
+``unsafe``, no capability tags). With trust, ``readOnlyHint: true`` is
+``read_only``/``safe``, else ``idempotentHint: true`` is ``idempotent`` and
+anything else ``unsafe``; ``openWorldHint: true`` adds ``network.access``. A
+hint the server leaves out asserts nothing. An override's fields always win;
+a contradiction stops start-up naming the tool.
+
+**A call.** The frozen payload is the arguments; ``_meta`` carries
+``arvis.dev/idempotency_key`` and ``arvis.dev/call_id``. Boundaries:
+
+- nothing sent (the server could not be started or reached, or it now lists
+  the tool differently from the plan): ``EFFECT_NOT_STARTED``;
+- the server refused the request as malformed (a JSON-RPC parse, request,
+  method or params error): a problem whose effect did not start;
+- a timeout, a dropped connection or any other error after sending:
+  ``EFFECT_STATE_UNKNOWN`` (``EFFECT_NOT_STARTED`` for a read-only tool);
+- ``isError: true``: ``EFFECT_FAILED``, retry advised only for a tool that is
+  not replay-unsafe (whether the effect started is unknown);
+- a result: ``EFFECT_COMPLETED`` with ``structuredContent`` (else the content
+  blocks) as the value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+
+import mcp_types as types
+from mcp import MCPError
+from pydantic import JsonValue, ValidationError
+
+from arvis.domain.definitions import (
+    MAX_DESCRIPTION_CHARS,
+    Effect,
+    ReplaySafety,
+    ToolDefinition,
+)
+from arvis.domain.errors import ConfigurationError, DefinitionError
+from arvis.mcp.config import HEADER_VALUE, McpServerConfig
+from arvis.mcp.meta import CALL_ID, IDEMPOTENCY_KEY
+from arvis.mcp.upstream import UpstreamChanged, UpstreamServer, UpstreamUnavailable
+from arvis.tools.base import Reporter, Tool, ToolInvocation, ToolResult
+from arvis.tools.errors import MAX_MESSAGE_CHARS, ToolExecutionError
+
+log = logging.getLogger(__name__)
+
+# JSON-RPC errors that refuse a request before any method runs.
+_REFUSED_BEFORE_RUNNING = frozenset(
+    {types.PARSE_ERROR, types.INVALID_REQUEST, types.METHOD_NOT_FOUND, types.INVALID_PARAMS}
+)
+
+
+def derive_definition(config: McpServerConfig, listed: types.Tool) -> ToolDefinition:
+    """The plan's definition of one listed tool (module rules); names the tool on error."""
+    source = f"[[tools.mcp]] {config.name!r}"
+    effect, safety, tags = Effect.MUTATING, ReplaySafety.UNSAFE, []
+    hints = listed.annotations if config.trust_annotations else None
+    if hints is not None:
+        if hints.read_only_hint is True:
+            effect, safety = Effect.READ_ONLY, ReplaySafety.SAFE
+        elif hints.idempotent_hint is True:
+            safety = ReplaySafety.IDEMPOTENT
+        if hints.open_world_hint is True:
+            tags = ["network.access"]
+    override = config.overrides.get(listed.name)
+    if override is not None:
+        if override.effect is not None:
+            effect = override.effect
+            if override.replay_safety is None:
+                # The derived safety belonged to the derived effect: keep what still fits.
+                if effect is Effect.READ_ONLY:
+                    safety = ReplaySafety.SAFE
+                elif safety is ReplaySafety.SAFE:
+                    safety = ReplaySafety.UNSAFE
+        if override.replay_safety is not None:
+            safety = override.replay_safety
+        if override.capabilities is not None:
+            tags = list(override.capabilities)
+    description = (listed.description or listed.title or "").strip()
+    if not description:
+        description = f"Tool {listed.name!r} of the MCP server {config.name!r}."
+    try:
+        return ToolDefinition(
+            name=f"{config.name}.{listed.name}",
+            description=description[:MAX_DESCRIPTION_CHARS],
+            input_schema=listed.input_schema,
+            effect=effect,
+            replay_safety=safety,
+            capabilities=tags,
+        )
+    except DefinitionError as exc:
+        raise DefinitionError(exc.tool, f"{exc.rule} (declared by {source})") from None
+
+
+class McpTool:
+    """A tool whose body is a ``tools/call`` on an upstream MCP server."""
+
+    def __init__(self, definition: ToolDefinition, server: UpstreamServer, remote: str) -> None:
+        self.definition = definition
+        self._server = server
+        self._remote = remote
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+    @property
+    def destination(self) -> str | None:
+        """A streamable HTTP server's endpoint: the egress gate checks its host."""
+        return self._server.config.url
+
+    def __repr__(self) -> str:
+        return f"McpTool({self.name!r}, server={self._server.name!r})"
+
+    async def execute(self, invocation: ToolInvocation, reporter: Reporter) -> ToolResult:
+        meta = {IDEMPOTENCY_KEY: invocation.idempotency_key, CALL_ID: invocation.call_id}
+        try:
+            answer = await self._server.call(self._remote, invocation.payload.value, meta)
+        except (UpstreamUnavailable, UpstreamChanged) as exc:
+            retry = isinstance(exc, UpstreamUnavailable)
+            raise self._error(invocation, False, retry, _code(exc), exc.message) from None
+        except MCPError as exc:
+            if exc.code in _REFUSED_BEFORE_RUNNING:
+                detail = f"the MCP server refused the call: {exc.error.message}"
+                return ToolResult.fail(
+                    "upstream_rejected", detail[:MAX_MESSAGE_CHARS], effect_started=False
+                )
+            raise self._error(
+                invocation, None, False, "upstream_unknown", f"no result: {exc.error.message}"
+            ) from None
+        except (TimeoutError, OSError) as exc:
+            raise self._error(
+                invocation, None, False, "upstream_unknown", f"no result ({type(exc).__name__})"
+            ) from None
+        except RuntimeError:
+            # The SDK's check of the answer against the tool's output schema.
+            raise self._error(
+                invocation, True, False, "invalid_upstream_result", "the answer breaks its schema"
+            ) from None
+        return self._result(invocation, answer)
+
+    def _result(self, invocation: ToolInvocation, answer: types.Result) -> ToolResult:
+        if not isinstance(answer, types.CallToolResult):
+            # It asks for input ARVIS cannot give, after it may have begun: unknown.
+            raise self._error(
+                invocation, None, False, "upstream_needs_input", "the server asked for input"
+            )
+        if answer.is_error:
+            raise self._error(
+                invocation,
+                True,
+                self.definition.replay_safety is not ReplaySafety.UNSAFE,
+                "upstream_error",
+                f"the tool reported an error: {_text(answer) or 'no detail'}",
+            )
+        value: JsonValue
+        if answer.structured_content is not None:
+            value = answer.structured_content
+        else:
+            value = [
+                block.model_dump(mode="json", by_alias=True, exclude_none=True)
+                for block in answer.content
+            ]
+        try:
+            return ToolResult.ok(value)
+        except ValidationError:
+            raise self._error(
+                invocation, True, False, "invalid_upstream_result", "the result cannot be journaled"
+            ) from None
+
+    def _error(
+        self,
+        invocation: ToolInvocation,
+        started: bool | None,
+        retryable: bool,
+        code: str,
+        message: str,
+    ) -> ToolExecutionError:
+        if started is None and self.definition.read_only:
+            started, retryable = False, True  # nothing to start: a read can be repeated
+        if self.definition.replay_safety is ReplaySafety.UNSAFE:
+            retryable = False  # the dispatcher refuses retry advice from unsafe tools
+        return ToolExecutionError(
+            invocation.call_id,
+            effect_started=started,
+            retryable=retryable,
+            code=code,
+            message=f"{self.name}: {message}"[:MAX_MESSAGE_CHARS],
+        )
+
+
+async def open_servers(
+    configs: Sequence[McpServerConfig], environ: Mapping[str, str]
+) -> tuple[list[UpstreamServer], dict[str, Sequence[Tool]]]:
+    """Start every server at once; the first that cannot be used stops start-up.
+
+    An unreachable server stops start-up with one line naming it, unless it is
+    ``optional``: then its tools are left out and a warning says so. On any
+    failure every server started here is stopped again.
+    """
+    servers = [UpstreamServer(config, _headers(config, environ)) for config in configs]
+    listings = await asyncio.gather(*(server.start() for server in servers), return_exceptions=True)
+    try:
+        tools: dict[str, Sequence[Tool]] = {}
+        for server, listing in zip(servers, listings, strict=True):
+            tools[server.name] = _tools_of(server, listing)
+    except BaseException:
+        await asyncio.gather(*(server.aclose() for server in servers))
+        raise
+    return servers, tools
+
+
+def _tools_of(server: UpstreamServer, listing: list[types.Tool] | BaseException) -> list[Tool]:
+    config = server.config
+    if isinstance(listing, UpstreamUnavailable):
+        if not config.optional:
+            raise ConfigurationError(
+                f"[[tools.mcp]] {config.name!r}: cannot use the server at start-up: "
+                f"{listing.reason}"
+            )
+        log.warning(
+            "[[tools.mcp]] %r is optional and unreachable; its tools are left out: %s",
+            config.name,
+            listing.reason,
+        )
+        return []
+    if isinstance(listing, BaseException):
+        raise listing
+    by_name = {tool.name: tool for tool in listing}
+    unknown = sorted(set(config.overrides) - set(by_name))
+    if unknown:
+        raise ConfigurationError(
+            f"[[tools.mcp]] {config.name!r}: an override names {unknown[0]!r}, which the "
+            f"server does not list (it lists {sorted(by_name) or 'no tools'})"
+        )
+    return [
+        McpTool(derive_definition(config, by_name[name]), server, name) for name in sorted(by_name)
+    ]
+
+
+def _headers(config: McpServerConfig, environ: Mapping[str, str]) -> dict[str, str]:
+    headers = dict(config.headers)
+    for header, variable in config.headers_env.items():
+        value = environ.get(variable, "").strip()
+        if not value:
+            raise ConfigurationError(
+                f"[[tools.mcp]] {config.name!r}: header {header!r} reads the environment "
+                f"variable {variable}, which is not set"
+            )
+        if not HEADER_VALUE.match(value):
+            raise ConfigurationError(
+                f"[[tools.mcp]] {config.name!r}: the environment variable {variable} "
+                f"(header {header!r}) must hold printable ASCII on one line"
+            )
+        headers[header] = value
+    return headers
+
+
+def _code(exc: UpstreamUnavailable | UpstreamChanged) -> str:
+    return "upstream_unavailable" if isinstance(exc, UpstreamUnavailable) else "upstream_changed"
+
+
+def _text(answer: types.CallToolResult) -> str:
+    parts = [block.text for block in answer.content if isinstance(block, types.TextContent)]
+    return " ".join(" ".join(parts).split())

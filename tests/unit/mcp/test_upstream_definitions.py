@@ -1,0 +1,162 @@
+"""How a tool an upstream MCP server lists becomes a plan definition, and what
+``[[tools.mcp]]`` accepts (DESIGN §3: hints are believed only where the operator says so)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import mcp_types as types
+import pytest
+
+from arvis.config import FileConfig, Settings
+from arvis.domain.errors import ConfigurationError, DefinitionError
+from arvis.mcp.config import McpServerConfig
+from arvis.mcp.tools import derive_definition
+from arvis.tools.plans import derive_plan_id
+from arvis.tools.registry import ToolHost, build_tool_set, parse_tools_config
+from tests.support.fakes import FakeTool, definition, returns_ok
+
+
+def server(**fields: Any) -> McpServerConfig:
+    return McpServerConfig.model_validate({"name": "notes", "command": ["notes"], **fields})
+
+
+def listed(name: str = "add_note", **hints: bool) -> types.Tool:
+    return types.Tool(
+        name=name,
+        description=f"{name} from upstream",
+        input_schema={"type": "object", "properties": {"text": {"type": "string"}}},
+        annotations=types.ToolAnnotations(**hints) if hints else None,
+    )
+
+
+def governance(config: McpServerConfig, tool: types.Tool) -> tuple[str, str, list[str]]:
+    built = derive_definition(config, tool)
+    return built.effect.value, built.replay_safety.value, list(built.capabilities)
+
+
+def test_an_untrusted_tool_is_mutating_and_unsafe_whatever_its_hints_say() -> None:
+    hinted = listed(read_only_hint=True, idempotent_hint=True, open_world_hint=True)
+    assert governance(server(), hinted) == ("mutating", "unsafe", [])
+
+
+def test_trusted_hints_map_back_to_governance_and_absent_hints_assert_nothing() -> None:
+    trusted = server(trust_annotations=True)
+    assert governance(trusted, listed(read_only_hint=True)) == ("read_only", "safe", [])
+    assert governance(trusted, listed(idempotent_hint=True)) == ("mutating", "idempotent", [])
+    assert governance(trusted, listed(open_world_hint=True)) == (
+        "mutating",
+        "unsafe",
+        ["network.access"],
+    )
+    assert governance(trusted, listed()) == ("mutating", "unsafe", [])
+
+
+def test_an_override_always_wins_over_trusted_hints() -> None:
+    config = server(
+        trust_annotations=True,
+        overrides={"add_note": {"effect": "mutating", "capabilities": ["filesystem.write"]}},
+    )
+    assert governance(config, listed(read_only_hint=True)) == (
+        "mutating",
+        "unsafe",
+        ["filesystem.write"],
+    )
+    reader = server(overrides={"add_note": {"effect": "read_only"}})
+    assert governance(reader, listed()) == ("read_only", "safe", [])
+
+
+def test_a_contradiction_stops_start_up_naming_the_tool_and_the_entry() -> None:
+    config = server(trust_annotations=True, overrides={"add_note": {"effect": "read_only"}})
+    with pytest.raises(DefinitionError) as caught:
+        derive_definition(config, listed(open_world_hint=True))
+    assert caught.value.tool == "notes.add_note"
+    assert "write capabilities" in caught.value.rule
+    assert "[[tools.mcp]] 'notes'" in caught.value.rule
+
+
+def test_a_tool_name_that_cannot_be_a_plan_name_stops_start_up_naming_it() -> None:
+    with pytest.raises(DefinitionError) as caught:
+        derive_definition(server(), listed("AddNote"))
+    assert caught.value.tool == "notes.AddNote"
+
+
+def test_a_changed_listing_is_a_new_plan_and_an_unchanged_one_the_same() -> None:
+    config = server()
+    before = [derive_definition(config, listed("add_note")), derive_definition(config, listed("x"))]
+    same = [derive_definition(config, listed("add_note")), derive_definition(config, listed("x"))]
+    reworded = types.Tool(
+        name="x", description="now it deletes things", input_schema={"type": "object"}
+    )
+    after = [derive_definition(config, listed("add_note")), derive_definition(config, reworded)]
+    assert derive_plan_id(before) == derive_plan_id(same)
+    assert derive_plan_id(before) != derive_plan_id(after)
+
+
+def test_a_server_without_a_description_still_gets_one() -> None:
+    bare = types.Tool(name="ping", input_schema={"type": "object"})
+    assert "ping" in derive_definition(server(), bare).description
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        ({"command": None}, "exactly one of command"),
+        ({"url": "http://127.0.0.1:9000/mcp"}, "exactly one of command"),
+        ({"headers": {"X-Zone": "eu"}}, "headers and headers_env are for a url server"),
+        ({"name": "Notes"}, "name"),
+        ({"name": "no.dots"}, "name"),
+        ({"overrides": {"add_note": {"effect": "sometimes"}}}, "effect"),
+    ],
+)
+def test_a_bad_entry_stops_start_up_with_one_line(fields: dict[str, Any], expected: str) -> None:
+    entry = {"name": "notes", "command": ["notes"], **fields}
+    with pytest.raises(ConfigurationError) as caught:
+        parse_tools_config({"mcp": [entry]})
+    assert expected in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_credential_in_plain_headers_is_refused_pointing_at_headers_env() -> None:
+    entry = {"name": "web", "url": "https://mcp.example/mcp", "headers": {"Authorization": "x"}}
+    with pytest.raises(ConfigurationError) as caught:
+        parse_tools_config({"mcp": [entry]})
+    assert "headers_env" in str(caught.value)
+
+
+def test_two_servers_of_one_name_are_refused() -> None:
+    entry = {"name": "notes", "command": ["notes"]}
+    with pytest.raises(ConfigurationError, match="declared twice"):
+        parse_tools_config({"mcp": [entry, entry]})
+
+
+def _build(tmp_path: Path, mcp_tools: dict[str, list[Any]] | None) -> list[str]:
+    settings = Settings(data_dir=tmp_path)
+    host = ToolHost.from_settings(settings, httpx.AsyncClient(), mcp_tools=mcp_tools)
+    file_config = FileConfig(tools={"mcp": [{"name": "notes", "command": ["notes"]}]})
+    return [tool.name for tool in build_tool_set(settings, file_config, host)]
+
+
+def test_the_registry_takes_an_opened_servers_tools_like_any_declared_tool(tmp_path: Path) -> None:
+    tool = FakeTool(definition("notes.add_note"), returns_ok)
+    assert "notes.add_note" in _build(tmp_path, {"notes": [tool]})
+    with pytest.raises(ConfigurationError, match="was not opened"):
+        _build(tmp_path, None)
+
+
+def test_an_upstream_tool_may_not_take_another_declared_tools_name(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path)
+    clash = FakeTool(definition("crm.update"), returns_ok)
+    host = ToolHost.from_settings(settings, httpx.AsyncClient(), mcp_tools={"notes": [clash]})
+    http_entry = {
+        "name": "crm.update",
+        "description": "Update a CRM record.",
+        "url": "https://crm.example/arvis",
+        "effect": "mutating",
+        "replay_safety": "idempotent",
+    }
+    tools = {"http": [http_entry], "mcp": [{"name": "notes", "command": ["notes"]}]}
+    with pytest.raises(ConfigurationError, match="declared by both"):
+        build_tool_set(settings, FileConfig(tools=tools), host)
