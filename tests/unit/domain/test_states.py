@@ -205,8 +205,10 @@ def test_any_path_check_path_accepts_follows_the_table(path: tuple[CapabilitySta
 def _walks(draw: st.DrawFn) -> tuple[CapabilityState, ...]:
     """A path that only ever takes a transition the table offers."""
     path = [draw(_states)]
-    while CAPABILITY_TRANSITIONS[path[-1]] and draw(st.booleans()):
-        path.append(draw(st.sampled_from(sorted(CAPABILITY_TRANSITIONS[path[-1]]))))
+    while targets := sorted(CAPABILITY_TRANSITIONS[path[-1]]):
+        if not draw(st.booleans()):
+            break
+        path.append(draw(st.sampled_from(targets)))
     return tuple(path)
 
 
