@@ -1,0 +1,402 @@
+"""``ToolAuthorizationService.decide`` as a pure function (DESIGN §4): the retry table, consent
+bound to its requester, the causal id's binding and the consent gate, without a database.
+
+The same rules run on PostgreSQL in tests/integration/lifecycle/test_retry_table.py and
+test_confirmations.py; here every row of the tables gets a case of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+import pytest
+
+from arvis.domain.authorization import DenialReason
+from arvis.domain.boundary import EffectBoundary
+from arvis.domain.identity import Identity
+from arvis.domain.ids import IdempotencyKey
+from arvis.domain.states import ConfirmationState
+from arvis.lifecycle.authorization import (
+    AdmissionRequest,
+    AuthorizationStep,
+    AwaitConsent,
+    Deduplicated,
+    InFlight,
+    Proceed,
+    Refuse,
+)
+from arvis.lifecycle.ports import NEW_DECISION, DecisionHistory
+from tests.support.rules import (
+    AGENT,
+    FOREIGN_AGENT,
+    NOW,
+    OTHER_AGENT,
+    PLAN,
+    POLICY,
+    POST,
+    PURGE,
+    PUT,
+    READ,
+    ROTATE,
+    SEND,
+    SHELL,
+    History,
+    authorization,
+    request,
+    sealed_context,
+)
+
+B = EffectBoundary
+S = ConfirmationState
+SERVICE = authorization()
+
+
+def decide(req: AdmissionRequest, history: DecisionHistory | History) -> AuthorizationStep:
+    built = history.build() if isinstance(history, History) else history
+    return SERVICE.decide(req, built)
+
+
+def proceeds(step: AuthorizationStep, req: AdmissionRequest, attempt: int) -> Proceed:
+    assert isinstance(step, Proceed), step
+    assert step.snapshot.attempt == attempt
+    # A retry is the same logical action: same key, whichever attempt it is.
+    assert step.snapshot.idempotency_key == req.idempotency_key
+    return step
+
+
+def refused(step: AuthorizationStep, reason: DenialReason, attempt: int | None) -> Refuse:
+    assert isinstance(step, Refuse), step
+    assert step.denial.reason is reason
+    assert step.attempt == attempt
+    return step
+
+
+# -- the retry table ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tool", [READ, PUT, POST])
+def test_a_new_decision_is_admitted_as_attempt_one(tool: str) -> None:
+    req = request(tool)
+    step = proceeds(decide(req, NEW_DECISION), req, 1)
+    assert step.confirmation is None
+    assert step.reserve is False
+
+
+def test_an_admitted_attempt_carries_the_sealed_snapshot() -> None:
+    req = request(PUT)
+    snapshot = proceeds(decide(req, NEW_DECISION), req, 1).snapshot
+    assert snapshot.context == sealed_context(req, AGENT)
+    assert snapshot.tool == PUT
+    assert snapshot.definition_fingerprint == PLAN.definitions[PUT].fingerprint
+    assert snapshot.payload_digest == req.payload.digest
+    assert (snapshot.policy_version, snapshot.policy_digest) == (POLICY.version, POLICY.digest)
+    assert snapshot.confirmation_id is None
+
+
+@pytest.mark.parametrize("tool", [READ, PUT, SEND])
+def test_a_completed_decision_answers_its_recorded_position(tool: str) -> None:
+    req = request(tool)
+    history = History(req).after(B.EFFECT_COMPLETED, attempt=2, position=17)
+    if tool == SEND:
+        history = history.with_consent(S.CONSUMED)
+    assert decide(req, history) == Deduplicated(17)
+
+
+@pytest.mark.parametrize(
+    ("boundary", "retryable"),
+    [(B.PRE_EFFECT_REFUSAL, False), (B.EFFECT_NOT_STARTED, False), (B.EFFECT_FAILED, True)],
+)
+@pytest.mark.parametrize("tool", [READ, PUT, POST])
+def test_a_retry_after_nothing_happened_or_advised_is_the_next_attempt(
+    tool: str, boundary: EffectBoundary, retryable: bool
+) -> None:
+    req = request(tool)
+    history = History(req).after(boundary, attempt=2, retryable=retryable)
+    proceeds(decide(req, history), req, 3)
+
+
+@pytest.mark.parametrize("tool", [READ, PUT, SEND])
+def test_a_retry_after_a_failure_without_advice_is_refused(tool: str) -> None:
+    req = request(tool)
+    history = History(req).after(B.EFFECT_FAILED, retryable=False)
+    if tool == SEND:
+        history = history.with_consent(S.CONSUMED)
+    step = refused(decide(req, history), DenialReason.RETRY_NOT_ADVISED, None)
+    assert step.denial.idempotency_key == req.idempotency_key
+
+
+@pytest.mark.parametrize("boundary", [B.EFFECT_STARTED, B.EFFECT_STATE_UNKNOWN])
+@pytest.mark.parametrize("tool", [SEND, SHELL])
+def test_a_retry_after_an_uncertain_outcome_of_an_unsafe_tool_is_refused(
+    tool: str, boundary: EffectBoundary
+) -> None:
+    req = request(tool)
+    history = History(req).after(boundary).with_consent(S.CONSUMED)
+    step = refused(decide(req, history), DenialReason.RETRY_PROHIBITED_UNCERTAIN, None)
+    assert "new causal id" in step.denial.detail
+
+
+@pytest.mark.parametrize("boundary", [B.EFFECT_STARTED, B.EFFECT_STATE_UNKNOWN])
+def test_an_uncertain_attempt_of_a_tool_that_left_the_plan_is_refused_as_uncertain(
+    boundary: EffectBoundary,
+) -> None:
+    # Nothing tells whether the tool dedupes any more: the table fails closed.
+    req = request("gone.tool", {})
+    step = decide(req, History(req).after(boundary))
+    refused(step, DenialReason.RETRY_PROHIBITED_UNCERTAIN, None)
+
+
+@pytest.mark.parametrize("boundary", [B.EFFECT_STARTED, B.EFFECT_STATE_UNKNOWN])
+@pytest.mark.parametrize("tool", [READ, PUT, POST])
+def test_a_retry_after_an_uncertain_outcome_of_a_tool_that_dedupes_is_the_next_attempt(
+    tool: str, boundary: EffectBoundary
+) -> None:
+    req = request(tool)
+    proceeds(decide(req, History(req).after(boundary, attempt=1)), req, 2)
+
+
+@pytest.mark.parametrize(
+    "history",
+    [
+        lambda h: h.running(1),
+        lambda h: h.after(B.EFFECT_NOT_STARTED, attempt=1).running(2),
+        lambda h: h.after(B.EFFECT_COMPLETED, attempt=1).running(2),
+    ],
+    ids=["first", "after-not-started", "after-completed"],
+)
+@pytest.mark.parametrize("tool", [READ, PUT, SEND])
+def test_a_post_while_an_attempt_is_in_flight_waits_for_it(
+    tool: str, history: Callable[[History], History]
+) -> None:
+    req = request(tool)
+    assert decide(req, history(History(req))) == InFlight()
+
+
+# -- consent is bound to its requester ---------------------------------------------------
+
+EARLIER: dict[str, Callable[[History], History]] = {
+    "none": lambda h: h,
+    "completed": lambda h: h.after(B.EFFECT_COMPLETED),
+    "in-flight": lambda h: h.running(1),
+    "uncertain": lambda h: h.after(B.EFFECT_STATE_UNKNOWN),
+}
+
+
+@pytest.mark.parametrize("earlier", sorted(EARLIER))
+@pytest.mark.parametrize("state", list(ConfirmationState))
+@pytest.mark.parametrize("requester", [OTHER_AGENT, FOREIGN_AGENT], ids=["other", "foreign"])
+def test_consent_asked_by_another_principal_refuses_the_post_in_every_state(
+    requester: Identity, state: ConfirmationState, earlier: str
+) -> None:
+    req = request(SEND)
+    history = EARLIER[earlier](History(req).with_consent(state, requested_by=requester))
+    step = refused(decide(req, history), DenialReason.IDENTITY_MISMATCH, None)
+    # The stranger's post changes nothing about the requester's consent.
+    assert step.expire is None
+
+
+def test_consent_of_another_principal_is_never_expired_by_a_strangers_post() -> None:
+    req = request(SEND)
+    history = History(req).with_consent(
+        S.APPROVED, requested_by=OTHER_AGENT, expires_at=NOW - timedelta(seconds=1)
+    )
+    step = refused(decide(req, history), DenialReason.IDENTITY_MISMATCH, None)
+    assert step.expire is None
+
+
+@pytest.mark.parametrize("tool", [PUT, SEND])
+def test_a_causal_id_bound_to_another_decision_is_refused(tool: str) -> None:
+    req = request(tool)
+    other = IdempotencyKey("f" * 64)
+    step = refused(decide(req, History(req).bound_to(other)), DenialReason.CAUSAL_ID_CONFLICT, None)
+    assert "new causal id" in step.denial.detail
+
+
+def test_a_corrected_payload_under_the_same_causal_id_is_a_conflict() -> None:
+    first = request(PUT, {"amount": 5})
+    corrected = request(PUT, {"amount": 6})
+    history = History(corrected).bound_to(first.idempotency_key)
+    refused(decide(corrected, history), DenialReason.CAUSAL_ID_CONFLICT, None)
+
+
+# -- the consent gate --------------------------------------------------------------------
+
+
+def test_an_unsafe_call_without_consent_asks_for_it() -> None:
+    req = request(SEND)
+    step = decide(req, NEW_DECISION)
+    assert step == AwaitConsent(sealed_context(req, AGENT), None)
+
+
+def test_a_pending_consent_keeps_waiting_for_the_approver() -> None:
+    req = request(SEND)
+    history = History(req).with_consent(S.PENDING)
+    step = decide(req, history)
+    assert step == AwaitConsent(sealed_context(req, AGENT), history.consent)
+
+
+def test_approved_consent_is_reserved_by_the_attempt_it_admits() -> None:
+    req = request(SEND)
+    history = History(req).with_consent(S.APPROVED)
+    step = proceeds(decide(req, history), req, 1)
+    assert step.reserve is True
+    assert step.confirmation == history.consent
+    assert step.snapshot.confirmation_id == "cf_1"
+
+
+def test_consent_released_after_a_refused_attempt_is_reserved_again() -> None:
+    req = request(SEND)
+    history = History(req).after(B.EFFECT_NOT_STARTED, attempt=1).with_consent(S.APPROVED)
+    assert proceeds(decide(req, history), req, 2).reserve is True
+
+
+@pytest.mark.parametrize(
+    ("state", "expires_in"),
+    [
+        (S.APPROVED, timedelta(seconds=-1)),
+        (S.APPROVED, timedelta(0)),  # the moment of expiry is already too late
+        (S.PENDING, timedelta(seconds=-1)),
+    ],
+)
+def test_consent_that_expired_only_now_is_refused_and_marked_expired(
+    state: ConfirmationState, expires_in: timedelta
+) -> None:
+    req = request(SEND)
+    history = History(req).with_consent(state, expires_at=NOW + expires_in)
+    step = refused(decide(req, history), DenialReason.CONFIRMATION_EXPIRED, 1)
+    assert step.expire == history.consent
+
+
+@pytest.mark.parametrize(
+    ("state", "reason"),
+    [(S.DENIED, DenialReason.CONFIRMATION_DENIED), (S.EXPIRED, DenialReason.CONFIRMATION_EXPIRED)],
+)
+@pytest.mark.parametrize("expires_in", [timedelta(hours=1), timedelta(hours=-1)])
+def test_denied_or_expired_consent_is_refused_without_changing_it(
+    state: ConfirmationState, reason: DenialReason, expires_in: timedelta
+) -> None:
+    req = request(SEND)
+    history = History(req).with_consent(state, expires_at=NOW + expires_in)
+    step = refused(decide(req, history), reason, 1)
+    assert step.expire is None
+
+
+def test_reserved_consent_means_an_attempt_is_under_way() -> None:
+    req = request(SEND)
+    assert decide(req, History(req).with_consent(S.RESERVED)) == InFlight()
+
+
+def test_consumed_consent_admits_a_retry_the_table_allows_without_reserving() -> None:
+    req = request(ROTATE)
+    history = History(req).after(B.EFFECT_STARTED, attempt=1).with_consent(S.CONSUMED)
+    step = proceeds(decide(req, history), req, 2)
+    assert step.reserve is False
+    assert step.confirmation == history.consent
+    assert step.snapshot.confirmation_id == "cf_1"
+
+
+def test_consent_on_a_call_that_needs_none_is_not_reserved() -> None:
+    req = request(PUT)
+    step = proceeds(decide(req, History(req).with_consent(S.APPROVED)), req, 1)
+    assert step.confirmation is None
+    assert step.reserve is False
+    assert step.snapshot.confirmation_id is None
+
+
+# -- which refusals are attempts ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    reason: DenialReason
+    make: Callable[[], tuple[AdmissionRequest, History]]
+    attempt: int | None
+    """The attempt number the refusal takes after attempt 2, or None: not an attempt."""
+
+
+def _after_two(req: AdmissionRequest, boundary: EffectBoundary = B.EFFECT_NOT_STARTED) -> History:
+    return History(req).after(boundary, attempt=2)
+
+
+def _case(
+    reason: DenialReason,
+    req: Callable[[], AdmissionRequest],
+    history: Callable[[AdmissionRequest], History] = _after_two,
+    attempt: int | None = 3,
+) -> Case:
+    def make() -> tuple[AdmissionRequest, History]:
+        made = req()
+        return made, history(made)
+
+    return Case(reason, make, attempt)
+
+
+R = DenialReason
+CASES = [
+    _case(R.UNKNOWN_TOOL, lambda: request("nope.tool", {})),
+    _case(R.PLAN_UNAVAILABLE, lambda: request(PUT, plan=None)),
+    _case(R.PAYLOAD_INVALID, lambda: request(PUT, {"amount": "five"})),
+    _case(R.POLICY_DENIED, lambda: request(PURGE)),
+    _case(R.CAPABILITY_DENIED, lambda: request(SHELL)),
+    _case(R.EGRESS_DENIED, lambda: request(POST, {"url": "https://evil.test/x"})),
+    _case(
+        R.CONFIRMATION_DENIED,
+        lambda: request(SEND),
+        lambda req: _after_two(req).with_consent(S.DENIED),
+    ),
+    _case(
+        R.CONFIRMATION_EXPIRED,
+        lambda: request(SEND),
+        lambda req: _after_two(req).with_consent(S.EXPIRED),
+    ),
+    _case(
+        R.RETRY_NOT_ADVISED,
+        lambda: request(PUT),
+        lambda req: _after_two(req, B.EFFECT_FAILED),
+        None,
+    ),
+    _case(
+        R.RETRY_PROHIBITED_UNCERTAIN,
+        lambda: request(SEND),
+        lambda req: _after_two(req, B.EFFECT_STATE_UNKNOWN).with_consent(S.CONSUMED),
+        None,
+    ),
+    _case(
+        R.CAUSAL_ID_CONFLICT,
+        lambda: request(PUT),
+        lambda req: History(req).bound_to(IdempotencyKey("f" * 64)),
+        None,
+    ),
+    _case(
+        R.IDENTITY_MISMATCH,
+        lambda: request(SEND),
+        lambda req: _after_two(req).with_consent(S.APPROVED, requested_by=OTHER_AGENT),
+        None,
+    ),
+]
+
+
+def test_every_refusal_reason_has_a_case() -> None:
+    # A new reason must say here whether it is an attempt.
+    assert sorted(case.reason for case in CASES) == sorted(DenialReason)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.reason.value for case in CASES])
+def test_a_refusal_takes_the_next_attempt_number_only_when_it_is_an_attempt(case: Case) -> None:
+    req, history = case.make()
+    step = refused(decide(req, history), case.reason, case.attempt)
+    assert case.reason.is_attempt is (case.attempt is not None)
+    assert step.denial.tool == req.tool
+    assert step.denial.idempotency_key == req.idempotency_key
+
+
+@pytest.mark.parametrize(
+    "reason", [R.POLICY_DENIED, R.CAPABILITY_DENIED, R.EGRESS_DENIED], ids=lambda r: r.value
+)
+def test_a_policy_refusal_names_the_policy_that_refused(reason: DenialReason) -> None:
+    case = next(case for case in CASES if case.reason is reason)
+    req, history = case.make()
+    denial = refused(decide(req, history), reason, 3).denial
+    assert (denial.policy_version, denial.policy_digest) == (POLICY.version, POLICY.digest)
