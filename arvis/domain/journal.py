@@ -13,10 +13,17 @@ lack the fields marked as such; they read as ``None``.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, JsonValue, TypeAdapter
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    JsonValue,
+    TypeAdapter,
+    ValidationError,
+    field_serializer,
+)
 
 from arvis.domain.authorization import DenialReason, DenialSnapshot
 from arvis.domain.canonical import canonical_bytes
@@ -45,6 +52,12 @@ class Capability(_Body):
     minted_at: datetime
     activated_at: datetime
     consumed_at: datetime
+
+    @field_serializer("minted_at", "activated_at", "consumed_at")
+    def _in_utc(self, moment: datetime) -> datetime:
+        # One instant, one text: a time read back in a session's TimeZone hashes
+        # as the same body as the time the process took.
+        return moment.astimezone(UTC)
 
 
 class Receipt(_Body):
@@ -145,10 +158,26 @@ def artifact_text(artifact: JournalArtifact) -> str:
     return canonical_bytes(artifact.model_dump(mode="json")).decode()
 
 
+# The sealed context and the denial snapshot refuse unknown fields when ARVIS builds
+# them; read back from a body a later version wrote, unknown fields are dropped.
+_NESTED_SEALED: dict[str, frozenset[str]] = {
+    "context": frozenset(AuthorizedEffectContext.model_fields),
+    "denial": frozenset(DenialSnapshot.model_fields),
+}
+
+
 def read_artifact(kind: str, body_text: str) -> JournalArtifact:
     """The typed value of a stored body."""
     model = _MODELS[kind]
-    value = model.model_validate_json(body_text)
+    try:
+        value = model.model_validate_json(body_text)
+    except ValidationError:
+        body = body_dict(body_text)
+        for name, known in _NESTED_SEALED.items():
+            nested = body.get(name)
+            if isinstance(nested, dict):
+                body[name] = {k: v for k, v in nested.items() if k in known}
+        value = model.model_validate(body)
     assert isinstance(value, JournalArtifact)
     return value
 

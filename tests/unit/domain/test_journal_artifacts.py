@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
 
 from arvis.domain.authorization import DenialReason, DenialSnapshot
 from arvis.domain.ids import CapabilityId, ConfirmationId, IdempotencyKey, PlanId
@@ -225,12 +224,6 @@ def test_a_refusal_reason_given_as_text_or_enum_has_one_text() -> None:
     assert artifact_text(by_enum) == artifact_text(by_text)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="artifact_text keeps a time's UTC offset: equal capability times in two offsets "
-    "give two texts (recovery reads admitted_at in the database session's TimeZone)",
-)
 def test_one_instant_in_two_utc_offsets_has_one_text() -> None:
     berlin = AT.astimezone(timezone(timedelta(hours=1)))
     in_utc = ExecutionArtifact(
@@ -384,13 +377,6 @@ def test_an_unknown_field_inside_who_decided_is_ignored() -> None:
     assert read_artifact(kind, json.dumps(body)) == artifact
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValidationError,
-    reason="the nested AuthorizedEffectContext and DenialSnapshot forbid extra fields, so a "
-    "body whose context or denial holds a field this version does not know fails to read "
-    "(replay and dedupe read bodies through read_artifact)",
-)
 @pytest.mark.parametrize(("index", "where"), [(0, "context"), (3, "context"), (2, "denial")])
 def test_an_unknown_field_inside_the_sealed_context_or_the_denial_is_ignored(
     index: int, where: str
