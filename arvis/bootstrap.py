@@ -216,8 +216,8 @@ def load_audit_sink(config: AuditConfig, store_fingerprint: str) -> AuditSink | 
 
 def load_tools(settings: Settings, file_config: FileConfig, http: httpx.AsyncClient) -> list[Tool]:
     """The declared tool set: application factories over built-in fallbacks."""
-    host = ToolHost.from_settings(settings, http, environ=os.environ)
-    return build_tool_set(settings, file_config, host)
+    host = ToolHost(sandbox_dir=settings.sandbox_dir, http=http, environ=os.environ)
+    return build_tool_set(file_config.tools, host)
 
 
 async def check_deployment(settings: Settings) -> None:

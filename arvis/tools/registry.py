@@ -19,7 +19,6 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from arvis.config import FileConfig, Settings
 from arvis.domain.definitions import ToolDefinition
 from arvis.domain.errors import ArvisError, ConfigurationError, DefinitionError
 from arvis.tools.base import Tool
@@ -31,10 +30,14 @@ FACTORY_SPEC = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-
 
 @dataclass(frozen=True)
 class ToolHost:
-    """What a tool factory receives: host dependencies, injected, never looked up."""
+    """What a tool factory receives: host dependencies, injected, never looked up.
 
-    settings: Settings
+    The composition root (:mod:`arvis.bootstrap`) builds it from the deployment's
+    settings; the tool layer itself never reads settings or the environment.
+    """
+
     sandbox_dir: Path
+    """The only directory the built-in ``files.*`` tools touch (``$ARVIS_DATA_DIR/sandbox``)."""
     http: httpx.AsyncClient
     """Shared client; the host owns and closes it."""
     credentials: Mapping[str, str] = field(default_factory=dict, repr=False)
@@ -42,20 +45,6 @@ class ToolHost:
     environ: Mapping[str, str] = field(default_factory=dict, repr=False)
     """The process environment, injected by the composition root; ``headers_env``
     of ``[[tools.http]]`` reads it. Empty unless the host is given one."""
-
-    @classmethod
-    def from_settings(
-        cls,
-        settings: Settings,
-        http: httpx.AsyncClient,
-        environ: Mapping[str, str] | None = None,
-    ) -> ToolHost:
-        return cls(
-            settings=settings,
-            sandbox_dir=settings.sandbox_dir,
-            http=http,
-            environ={} if environ is None else environ,
-        )
 
 
 class ToolsConfig(BaseModel):
@@ -135,14 +124,14 @@ def check_tool(tool: object, source: str) -> None:
         )
 
 
-def build_tool_set(settings: Settings, file_config: FileConfig, host: ToolHost) -> list[Tool]:
-    """Built-in fallbacks, then declared application tools replacing them by name.
+def build_tool_set(section: Mapping[str, Any], host: ToolHost) -> list[Tool]:
+    """The tools the ``[tools]`` section declares: built-in fallbacks, then declared
+    application tools replacing them by name.
 
     Two application tools of one name stop start-up with an error naming both
-    declarations. The result is sorted by name. ``settings`` is the host's;
-    it is a parameter so the composition root reads as what it depends on.
+    declarations. The result is sorted by name.
     """
-    config = parse_tools_config(file_config.tools)
+    config = parse_tools_config(section)
     fallbacks = (
         {tool.name: tool for tool in builtin_tools(host.sandbox_dir)} if config.builtins else {}
     )

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from arvis.bootstrap import parse_audit_config
-from arvis.config import FileConfig, Settings
+from arvis.config import FileConfig
 from arvis.domain.errors import ConfigurationError
 from arvis.lifecycle.policy import parse_confirmations_config, parse_policy_config
 from arvis.providers.config import load_provider_config
@@ -42,10 +42,9 @@ async def test_the_documented_remote_tool_is_built_with_its_definition(tmp_path:
     from arvis.tools.registry import build_tool_set
 
     config = _documented()
-    settings = Settings(data_dir=tmp_path)
-    unfactoried = config.model_copy(update={"tools": {**config.tools, "factories": []}})
+    unfactoried = {**config.tools, "factories": []}
     async with httpx.AsyncClient() as http:
-        tools = build_tool_set(settings, unfactoried, ToolHost.from_settings(settings, http))
+        tools = build_tool_set(unfactoried, ToolHost(sandbox_dir=tmp_path, http=http))
     names = {tool.name for tool in tools}
     assert {"tickets.create", "echo", "files.append"} <= names
 
