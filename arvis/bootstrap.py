@@ -237,7 +237,7 @@ async def check_deployment(settings: Settings) -> None:
     if file_config.provider:
         from arvis.providers.config import load_provider_config
 
-        load_provider_config(file_config)
+        load_provider_config(file_config.provider)
 
 
 async def build_kernel(settings: Settings | None = None) -> Kernel:

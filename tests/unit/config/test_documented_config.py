@@ -35,7 +35,7 @@ def test_the_documented_arvis_toml_validates_section_by_section() -> None:
     assert parse_confirmations_config(config.confirmations).ttl_s == 86400
     assert parse_confirmations_config(config.confirmations).allow_self_approval is False
     assert parse_audit_config(config.audit).sink is None
-    assert load_provider_config(config).model == "gpt-4.1-mini"
+    assert load_provider_config(config.provider).model == "gpt-4.1-mini"
 
 
 async def test_the_documented_remote_tool_is_built_with_its_definition(tmp_path: Path) -> None:
