@@ -50,6 +50,7 @@ from arvis.lifecycle.syscalls import SyscallHandler
 from arvis.store.audit import AuditHost, PgPlanStore
 from arvis.store.database import PgStore, resolve_database
 from arvis.store.keys import PgKeyStore
+from arvis.store.stats import audit_incomplete_runs
 from arvis.tools.base import Tool
 from arvis.tools.dispatcher import ToolDispatcher
 from arvis.tools.layers import DispatchDecorator
@@ -152,6 +153,10 @@ class Kernel:
     def keys(self) -> PgKeyStore:
         """API keys of every tenant, on the same store."""
         return PgKeyStore(self.store.engine, self.store.ops)
+
+    async def audit_incomplete_runs(self) -> int:
+        """How many runs, over all tenants, are flagged audit-incomplete (``/metrics``)."""
+        return await audit_incomplete_runs(self.store.engine)
 
     async def start(self) -> None:
         """Claim this process's lease, settle what earlier lives left behind, and

@@ -9,7 +9,6 @@ from arvis.api.metrics import ApiMetrics
 from arvis.api.problems import problem, problem_responses
 from arvis.api.schemas import ToolOut, ToolsOut
 from arvis.domain.errors import StoreUnavailable
-from arvis.store.stats import audit_incomplete_runs
 
 router = APIRouter()
 
@@ -68,7 +67,7 @@ async def metrics(_: AdminIdentity, kernel: KernelDep, request: Request) -> Resp
 
     collected: ApiMetrics = request.app.state.metrics
     try:
-        collected.audit_incomplete_runs.set(await audit_incomplete_runs(kernel.store.engine))
+        collected.audit_incomplete_runs.set(await kernel.audit_incomplete_runs())
     except StoreUnavailable:
         return problem("store_unavailable", "the database is unreachable")
     return Response(generate_latest(collected.registry), media_type=CONTENT_TYPE_LATEST)
