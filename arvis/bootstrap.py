@@ -46,7 +46,7 @@ from arvis.lifecycle.ports import AuditSink, LifecycleStore
 from arvis.lifecycle.recovery import RecoveryRuntime, RecoverySweeper
 from arvis.lifecycle.replay import ReplayService
 from arvis.lifecycle.settlement import Settlement
-from arvis.lifecycle.syscalls import SyscallHandler
+from arvis.lifecycle.syscalls import PhaseObserver, SyscallHandler
 from arvis.store.audit import AuditHost, PgPlanStore
 from arvis.store.database import PgStore, resolve_database
 from arvis.store.keys import PgKeyStore
@@ -89,11 +89,13 @@ def compose_lifecycle(
     lease_ttl_s: float = 15.0,
     production: bool = False,
     lifecycle_store: LifecycleStore | None = None,
+    phase_observer: PhaseObserver | None = None,
 ) -> Lifecycle:
     """Wire the lifecycle of DESIGN §2 around a store and a tool set.
 
     ``lifecycle_store`` replaces ``store.ops`` as the lifecycle's store (a test
-    composes a faulty one in). Nothing is admitted until the lease is claimed
+    composes a faulty one in). ``phase_observer`` is told how long each phase of
+    every syscall took (the HTTP app's metrics). Nothing is admitted until the lease is claimed
     (``Kernel.start`` does, with the background heartbeat; a test composition
     claims it itself).
     """
@@ -120,6 +122,7 @@ def compose_lifecycle(
         lease=lease,
         clock=clock,
         production=production,
+        phase_observer=phase_observer,
     )
     return Lifecycle(
         plans=plans,
@@ -245,11 +248,13 @@ async def check_deployment(settings: Settings) -> None:
         load_provider_config(file_config.provider)
 
 
-async def build_kernel(settings: Settings | None = None) -> Kernel:
+async def build_kernel(
+    settings: Settings | None = None, *, phase_observer: PhaseObserver | None = None
+) -> Kernel:
     """Wire a kernel. Starts the embedded PostgreSQL when no URL is configured.
 
     A broken ``arvis.toml`` or a contradictory tool stops here, before anything
-    is served.
+    is served. ``phase_observer`` gets the duration of each syscall phase.
     """
     settings = settings or load_settings()
     file_config = load_file_config(settings)
@@ -282,6 +287,7 @@ async def build_kernel(settings: Settings | None = None) -> Kernel:
         allow_self_approval=confirmations.allow_self_approval,
         lease_ttl_s=settings.lease_ttl_s,
         production=settings.env is Environment.PRODUCTION,
+        phase_observer=phase_observer,
     )
     return Kernel(
         settings=settings,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -104,7 +105,9 @@ async def serve_api(
     settings = app_settings(database_url, data_dir, **overrides)
     tokens = await mint_keys(database_url)
     app = create_app(
-        lambda: build_kernel(settings), max_body_bytes=max_body_bytes, fast_lane=fast_lane
+        functools.partial(build_kernel, settings),
+        max_body_bytes=max_body_bytes,
+        fast_lane=fast_lane,
     )
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
