@@ -54,7 +54,7 @@ from arvis.store.stats import audit_incomplete_runs
 from arvis.tools.base import Tool
 from arvis.tools.dispatcher import ToolDispatcher
 from arvis.tools.layers import DispatchDecorator
-from arvis.tools.plans import StaticToolPlanSource
+from arvis.tools.plans import StaticToolPlanSource, ToolPlan
 from arvis.tools.registry import ToolHost, build_tool_set
 
 DEFAULT_CONFIRMATION_TTL = timedelta(hours=24)
@@ -228,6 +228,18 @@ def load_tools(settings: Settings, file_config: FileConfig, http: httpx.AsyncCli
     return build_tool_set(file_config.tools, host)
 
 
+async def declared_plan(settings: Settings, file_config: FileConfig | None = None) -> ToolPlan:
+    """The tool plan ``arvis.toml`` declares, built and checked without a database.
+
+    Its id is the one a served kernel leases. It is for listing and checking only:
+    nothing is persisted, and the HTTP client its tools were built with is closed.
+    """
+    file_config = file_config or load_file_config(settings)
+    async with httpx.AsyncClient() as http:
+        dispatcher = ToolDispatcher(load_tools(settings, file_config, http))
+    return StaticToolPlanSource(dispatcher).current
+
+
 async def check_deployment(settings: Settings) -> None:
     """Everything ``arvis.toml`` declares, built and checked, without a database.
 
@@ -235,8 +247,7 @@ async def check_deployment(settings: Settings) -> None:
     a broken section stops start-up with one line naming it, not a traceback.
     """
     file_config = load_file_config(settings)
-    async with httpx.AsyncClient() as http:
-        ToolDispatcher(load_tools(settings, file_config, http))
+    await declared_plan(settings, file_config)
     parse_policy_config(file_config.policy)
     parse_confirmations_config(file_config.confirmations)
     audit = parse_audit_config(file_config.audit)

@@ -7,16 +7,13 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from arvis.bootstrap import Kernel, load_tools
+from arvis.bootstrap import Kernel, declared_plan
 from arvis.cli.common import JsonFlag, fail, settings_or_exit, with_kernel
 from arvis.cli.output import emit_json, outcome_table, table
-from arvis.config import load_file_config
 from arvis.domain.errors import ArvisError
 from arvis.domain.ids import RunId, TenantId
 from arvis.lifecycle.results import SyscallResult
 from arvis.tools.describe import describe_plan
-from arvis.tools.dispatcher import ToolDispatcher
-from arvis.tools.plans import StaticToolPlanSource
 
 T = TypeVar("T")
 
@@ -33,19 +30,12 @@ def register(app: typer.Typer) -> None:
 
 def tools(json_out: JsonFlag = False) -> None:
     """The declared tools of the current plan, with their governance metadata."""
-    import httpx
-
     settings = settings_or_exit()
-    # Listing tools never calls one; the client exists only for tool constructors.
-    http = httpx.AsyncClient()
     try:
-        file_config = load_file_config(settings)
-        dispatcher = ToolDispatcher(load_tools(settings, file_config, http))
+        plan = asyncio.run(declared_plan(settings))
     except ArvisError as exc:
         fail(exc.message)
-    finally:
-        asyncio.run(http.aclose())
-    rows = describe_plan(StaticToolPlanSource(dispatcher).current)
+    rows = describe_plan(plan)
     if json_out:
         emit_json(rows)
         return
