@@ -9,6 +9,7 @@ from arvis.api.metrics import ApiMetrics
 from arvis.api.problems import problem, problem_responses
 from arvis.api.schemas import ToolOut, ToolsOut
 from arvis.domain.errors import StoreUnavailable
+from arvis.tools.describe import describe_tool
 
 router = APIRouter()
 
@@ -24,18 +25,7 @@ async def list_tools(_: AnyIdentity, kernel: KernelDep) -> ToolsOut:
     plan = kernel.lifecycle.plans.current
     return ToolsOut(
         plan_id=plan.plan_id,
-        tools=[
-            ToolOut(
-                name=d.name,
-                description=d.description,
-                input_schema=dict(d.input_schema),
-                effect=d.effect.value,
-                replay_safety=d.replay_safety.value,
-                capabilities=list(d.capabilities),
-                fingerprint=d.fingerprint,
-            )
-            for d in plan.definitions.values()
-        ],
+        tools=[ToolOut(**describe_tool(d)) for d in plan.definitions.values()],
     )
 
 
