@@ -46,15 +46,16 @@ from arvis.lifecycle.ports import AuditSink, LifecycleStore
 from arvis.lifecycle.recovery import RecoveryRuntime, RecoverySweeper
 from arvis.lifecycle.replay import ReplayService
 from arvis.lifecycle.settlement import Settlement
-from arvis.lifecycle.syscalls import SyscallHandler
+from arvis.lifecycle.syscalls import PhaseObserver, SyscallHandler
 from arvis.mcp.pool import McpUpstreams
 from arvis.store.audit import AuditHost, PgPlanStore
 from arvis.store.database import PgStore, resolve_database
 from arvis.store.keys import PgKeyStore
+from arvis.store.stats import audit_incomplete_runs
 from arvis.tools.base import Tool
 from arvis.tools.dispatcher import ToolDispatcher
 from arvis.tools.layers import DispatchDecorator
-from arvis.tools.plans import StaticToolPlanSource
+from arvis.tools.plans import StaticToolPlanSource, ToolPlan
 from arvis.tools.registry import ToolHost, build_tool_set, parse_tools_config
 
 DEFAULT_CONFIRMATION_TTL = timedelta(hours=24)
@@ -89,11 +90,13 @@ def compose_lifecycle(
     lease_ttl_s: float = 15.0,
     production: bool = False,
     lifecycle_store: LifecycleStore | None = None,
+    phase_observer: PhaseObserver | None = None,
 ) -> Lifecycle:
     """Wire the lifecycle of DESIGN §2 around a store and a tool set.
 
     ``lifecycle_store`` replaces ``store.ops`` as the lifecycle's store (a test
-    composes a faulty one in). Nothing is admitted until the lease is claimed
+    composes a faulty one in). ``phase_observer`` is told how long each phase of
+    every syscall took (the HTTP app's metrics). Nothing is admitted until the lease is claimed
     (``Kernel.start`` does, with the background heartbeat; a test composition
     claims it itself).
     """
@@ -120,6 +123,7 @@ def compose_lifecycle(
         lease=lease,
         clock=clock,
         production=production,
+        phase_observer=phase_observer,
     )
     return Lifecycle(
         plans=plans,
@@ -155,6 +159,10 @@ class Kernel:
     def keys(self) -> PgKeyStore:
         """API keys of every tenant, on the same store."""
         return PgKeyStore(self.store.engine, self.store.ops)
+
+    async def audit_incomplete_runs(self) -> int:
+        """How many runs, over all tenants, are flagged audit-incomplete (``/metrics``)."""
+        return await audit_incomplete_runs(self.store.engine)
 
     async def start(self) -> None:
         """Claim this process's lease, settle what earlier lives left behind, and
@@ -240,11 +248,33 @@ async def load_tools(
     config = parse_tools_config(file_config.tools)
     upstreams = await McpUpstreams.open(config.mcp, os.environ)
     try:
-        host = ToolHost.from_settings(settings, http, environ=os.environ, mcp_tools=upstreams.tools)
-        return LoadedTools(build_tool_set(settings, file_config, host), upstreams)
+        host = ToolHost(
+            sandbox_dir=settings.sandbox_dir,
+            http=http,
+            environ=os.environ,
+            mcp_tools=upstreams.tools,
+        )
+        return LoadedTools(build_tool_set(file_config.tools, host), upstreams)
     except BaseException:
         await upstreams.aclose()
         raise
+
+
+async def declared_plan(settings: Settings, file_config: FileConfig | None = None) -> ToolPlan:
+    """The tool plan ``arvis.toml`` declares, built and checked without a database.
+
+    Its id is the one a served kernel leases. It is for listing and checking only:
+    nothing is persisted, the HTTP client its tools were built with is closed, and
+    upstream MCP servers are started only to read their tool lists.
+    """
+    file_config = file_config or load_file_config(settings)
+    async with httpx.AsyncClient() as http:
+        loaded = await load_tools(settings, file_config, http)
+        try:
+            dispatcher = ToolDispatcher(loaded.tools)
+        finally:
+            await loaded.aclose()
+    return StaticToolPlanSource(dispatcher).current
 
 
 async def check_deployment(settings: Settings) -> None:
@@ -254,12 +284,7 @@ async def check_deployment(settings: Settings) -> None:
     a broken section stops start-up with one line naming it, not a traceback.
     """
     file_config = load_file_config(settings)
-    async with httpx.AsyncClient() as http:
-        loaded = await load_tools(settings, file_config, http)
-        try:
-            ToolDispatcher(loaded.tools)
-        finally:
-            await loaded.aclose()
+    await declared_plan(settings, file_config)
     parse_policy_config(file_config.policy)
     parse_confirmations_config(file_config.confirmations)
     audit = parse_audit_config(file_config.audit)
@@ -268,14 +293,16 @@ async def check_deployment(settings: Settings) -> None:
     if file_config.provider:
         from arvis.providers.config import load_provider_config
 
-        load_provider_config(file_config)
+        load_provider_config(file_config.provider)
 
 
-async def build_kernel(settings: Settings | None = None) -> Kernel:
+async def build_kernel(
+    settings: Settings | None = None, *, phase_observer: PhaseObserver | None = None
+) -> Kernel:
     """Wire a kernel. Starts the embedded PostgreSQL when no URL is configured.
 
     A broken ``arvis.toml`` or a contradictory tool stops here, before anything
-    is served.
+    is served. ``phase_observer`` gets the duration of each syscall phase.
     """
     settings = settings or load_settings()
     file_config = load_file_config(settings)
@@ -312,6 +339,7 @@ async def build_kernel(settings: Settings | None = None) -> Kernel:
         allow_self_approval=confirmations.allow_self_approval,
         lease_ttl_s=settings.lease_ttl_s,
         production=settings.env is Environment.PRODUCTION,
+        phase_observer=phase_observer,
     )
     return Kernel(
         settings=settings,

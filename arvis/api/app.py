@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
+from typing import Protocol
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
@@ -19,9 +20,18 @@ from arvis.api.problems import install_problem_handlers
 from arvis.api.routes import confirmations, runs, syscalls, system
 from arvis.bootstrap import Kernel, build_kernel
 from arvis.config import Environment, load_settings
+from arvis.lifecycle.syscalls import PhaseObserver
 from arvis.mcp.endpoint import McpEndpoint
 
-KernelFactory = Callable[[], Awaitable[Kernel]]
+
+class KernelFactory(Protocol):
+    """Builds the app's kernel at start-up, wiring in the app's phase observer.
+
+    :func:`arvis.bootstrap.build_kernel` is one (the default);
+    ``functools.partial(build_kernel, settings)`` is one for given settings.
+    """
+
+    def __call__(self, *, phase_observer: PhaseObserver) -> Awaitable[Kernel]: ...
 
 
 def create_app(
@@ -47,12 +57,12 @@ def create_app(
         request_timeout_s = request_timeout_s or settings.request_timeout_s
         environment = environment or settings.env
     open_docs = environment is not Environment.PRODUCTION
+    metrics = ApiMetrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        kernel = await factory()
+        kernel = await factory(phase_observer=metrics.observe_phase)
         app.state.kernel = kernel
-        kernel.lifecycle.handler.phase_observer = app.state.metrics.observe_phase
         try:
             await kernel.start()
             async with mcp.serving(kernel):
@@ -71,7 +81,6 @@ def create_app(
     )
     if not open_docs:
         _serve_schema_to_keys(app)
-    metrics = ApiMetrics()
     app.state.metrics = metrics
     install_problem_handlers(app)
     for module in (syscalls, runs, confirmations, system):

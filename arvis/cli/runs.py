@@ -7,16 +7,13 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from arvis.bootstrap import Kernel, load_tools
+from arvis.bootstrap import Kernel, declared_plan
 from arvis.cli.common import JsonFlag, fail, settings_or_exit, with_kernel
 from arvis.cli.output import emit_json, outcome_table, table
-from arvis.config import load_file_config
 from arvis.domain.errors import ArvisError
 from arvis.domain.ids import RunId, TenantId
 from arvis.lifecycle.results import SyscallResult
 from arvis.tools.describe import describe_plan
-from arvis.tools.dispatcher import ToolDispatcher
-from arvis.tools.plans import StaticToolPlanSource
 
 T = TypeVar("T")
 
@@ -33,25 +30,12 @@ def register(app: typer.Typer) -> None:
 
 def tools(json_out: JsonFlag = False) -> None:
     """The declared tools of the current plan, with their governance metadata."""
-    import httpx
-
     settings = settings_or_exit()
-
-    async def listing() -> list[dict[str, Any]]:
-        # Listing tools never calls one; the client exists only for tool constructors,
-        # and upstream MCP servers are started only to read their tool lists.
-        async with httpx.AsyncClient() as http:
-            loaded = await load_tools(settings, load_file_config(settings), http)
-            try:
-                dispatcher = ToolDispatcher(loaded.tools)
-            finally:
-                await loaded.aclose()
-        return describe_plan(StaticToolPlanSource(dispatcher).current)
-
     try:
-        rows = asyncio.run(listing())
+        plan = asyncio.run(declared_plan(settings))
     except ArvisError as exc:
         fail(exc.message)
+    rows = describe_plan(plan)
     if json_out:
         emit_json(rows)
         return

@@ -86,8 +86,8 @@ def turn(
     async def use(kernel: Kernel) -> list[SyscallResult]:
         from arvis.providers.config import build_provider, load_provider_config
 
-        provider = build_provider(kernel.file_config, os.environ)
-        config = load_provider_config(kernel.file_config)
+        provider = build_provider(kernel.file_config.provider, os.environ)
+        config = load_provider_config(kernel.file_config.provider)
         if provider is None or config is None:
             fail("no [provider] section in arvis.toml; see docs/providers.md")
         return await governed_turn(

@@ -10,8 +10,8 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from arvis.mcp.config import McpServerConfig
 from arvis.tools.base import Tool
+from arvis.tools.mcpconfig import McpServerConfig
 
 if TYPE_CHECKING:
     from arvis.mcp.upstream import UpstreamServer

@@ -42,11 +42,12 @@ from arvis.domain.definitions import (
     ToolDefinition,
 )
 from arvis.domain.errors import ConfigurationError, DefinitionError
-from arvis.mcp.config import HEADER_VALUE, McpServerConfig
 from arvis.mcp.meta import CALL_ID, IDEMPOTENCY_KEY
 from arvis.mcp.upstream import UpstreamChanged, UpstreamServer, UpstreamUnavailable
 from arvis.tools.base import Reporter, Tool, ToolInvocation, ToolResult
-from arvis.tools.errors import MAX_MESSAGE_CHARS, ToolExecutionError
+from arvis.tools.errors import ToolExecutionError
+from arvis.tools.limits import MAX_MESSAGE_CHARS
+from arvis.tools.mcpconfig import HEADER_VALUE, McpServerConfig
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from mcp.shared.message import SessionMessage
 
 from arvis import __version__
 from arvis.domain.errors import ArvisError
-from arvis.mcp.config import McpServerConfig
+from arvis.tools.mcpconfig import McpServerConfig
 
 log = logging.getLogger(__name__)
 

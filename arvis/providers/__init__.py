@@ -1,7 +1,7 @@
 """Model provider adapters (DESIGN §8).
 
-The vendor-neutral boundary lives here; vendor adapters live in their own
-modules (``arvis.providers.openai``) and are imported only when configured.
+The vendor-neutral boundary lives here; each vendor's adapter is a package of
+its own (``arvis.providers.openai``), imported only when configured.
 """
 
 from arvis.providers.base import (

@@ -20,11 +20,10 @@ import has no effect.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from arvis.config import FileConfig
 from arvis.domain.definitions import ToolDefinition
 from arvis.domain.errors import ConfigurationError
 from arvis.providers.base import ModelProvider, ModelRequest, ProviderLimits
@@ -80,9 +79,9 @@ ProviderConfig = OpenAIProviderConfig
 """Every provider kind ARVIS knows (a tagged union once there is a second one)."""
 
 
-def load_provider_config(file_config: FileConfig) -> ProviderConfig | None:
-    """The validated ``[provider]`` section, or ``None`` when there is none."""
-    raw = file_config.provider
+def load_provider_config(section: Mapping[str, Any]) -> ProviderConfig | None:
+    """The validated ``[provider]`` section of ``arvis.toml``, or ``None`` when it is empty."""
+    raw = dict(section)
     if not raw:
         return None
     if raw.get("kind") != "openai":
@@ -96,19 +95,19 @@ def load_provider_config(file_config: FileConfig) -> ProviderConfig | None:
 
 
 def build_provider(
-    file_config: FileConfig,
+    section: Mapping[str, Any],
     environ: Mapping[str, str],
     *,
     http_client: DefaultAsyncHttpxClient | None = None,
 ) -> ModelProvider | None:
-    """The configured provider, or ``None`` when ``arvis.toml`` configures none.
+    """The provider the ``[provider]`` section configures, or ``None`` when it is empty.
 
     The API key comes from the variable ``api_key_env`` names (default
     ``OPENAI_API_KEY``); the base URL from the config, else ``OPENAI_BASE_URL``,
     else the public endpoint. ``http_client`` is the caller's and trusted as given.
     A missing key stops start-up with a :class:`ConfigurationError`.
     """
-    config = load_provider_config(file_config)
+    config = load_provider_config(section)
     if config is None:
         return None
     key_env = config.api_key_env or DEFAULT_API_KEY_ENV

@@ -9,7 +9,7 @@ from arvis.tools.base import (
     ToolResult,
 )
 from arvis.tools.builtins import builtin_tools
-from arvis.tools.describe import describe_plan
+from arvis.tools.describe import describe_plan, describe_tool
 from arvis.tools.dispatcher import ToolDispatcher
 from arvis.tools.errors import (
     DecoratorError,
@@ -66,5 +66,6 @@ __all__ = [
     "builtin_tools",
     "derive_plan_id",
     "describe_plan",
+    "describe_tool",
     "lease_plan",
 ]

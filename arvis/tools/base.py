@@ -14,7 +14,7 @@ from arvis.domain.errors import PayloadError
 from arvis.domain.idempotency import derive_idempotency_key
 from arvis.domain.ids import CallId, IdempotencyKey
 from arvis.domain.payload import DEFAULT_MAX_PAYLOAD_DEPTH, FrozenEffectPayload
-from arvis.tools.errors import FAILURE_CODE, MAX_MESSAGE_CHARS
+from arvis.tools.limits import FAILURE_CODE, MAX_MESSAGE_CHARS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

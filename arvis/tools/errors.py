@@ -6,17 +6,10 @@ everything else here is raised by ARVIS about tools, plans and dispatch.
 
 from __future__ import annotations
 
-import re
-from typing import TYPE_CHECKING
-
 from arvis.domain.errors import ArvisError, ConfigurationError
 from arvis.domain.ids import CallId, PlanId
-
-if TYPE_CHECKING:
-    from arvis.tools.outcome import ToolFailure
-
-FAILURE_CODE = re.compile(r"^[a-z][a-z0-9_.]{0,63}$")
-MAX_MESSAGE_CHARS = 2000
+from arvis.tools.limits import FAILURE_CODE, MAX_MESSAGE_CHARS
+from arvis.tools.outcome import ToolFailure
 
 
 class ToolExecutionError(ArvisError):

@@ -6,7 +6,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from arvis.domain.boundary import EffectBoundary
 from arvis.tools.base import ToolResult
-from arvis.tools.errors import FAILURE_CODE, MAX_MESSAGE_CHARS
+from arvis.tools.limits import FAILURE_CODE, MAX_MESSAGE_CHARS
 
 
 class ToolFailure(BaseModel):

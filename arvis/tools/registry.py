@@ -7,7 +7,7 @@ builtins = true                          # echo, files.* as fallbacks
 ```
 
 ``[[tools.http]]`` entries are remote HTTP tools (:mod:`arvis.tools.http`);
-``[[tools.mcp]]`` entries are upstream MCP servers (:mod:`arvis.mcp.config`),
+``[[tools.mcp]]`` entries are upstream MCP servers (:mod:`arvis.tools.mcpconfig`),
 whose tools need a live session to be listed: the composition root opens them
 first (``arvis.bootstrap.load_tools``) and hands their tools in through
 :attr:`ToolHost.mcp_tools`.
@@ -25,23 +25,26 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from arvis.config import FileConfig, Settings
 from arvis.domain.definitions import ToolDefinition
 from arvis.domain.errors import ArvisError, ConfigurationError, DefinitionError
-from arvis.mcp.config import McpServerConfig
 from arvis.tools.base import Tool
 from arvis.tools.builtins import builtin_tools
 from arvis.tools.http import HttpToolConfig, http_tool
+from arvis.tools.mcpconfig import McpServerConfig
 
 FACTORY_SPEC = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_.]*$"
 
 
 @dataclass(frozen=True)
 class ToolHost:
-    """What a tool factory receives: host dependencies, injected, never looked up."""
+    """What a tool factory receives: host dependencies, injected, never looked up.
 
-    settings: Settings
+    The composition root (:mod:`arvis.bootstrap`) builds it from the deployment's
+    settings; the tool layer itself never reads settings or the environment.
+    """
+
     sandbox_dir: Path
+    """The only directory the built-in ``files.*`` tools touch (``$ARVIS_DATA_DIR/sandbox``)."""
     http: httpx.AsyncClient
     """Shared client; the host owns and closes it."""
     credentials: Mapping[str, str] = field(default_factory=dict, repr=False)
@@ -52,22 +55,6 @@ class ToolHost:
     mcp_tools: Mapping[str, Sequence[Tool]] = field(default_factory=dict)
     """The tools of each ``[[tools.mcp]]`` server, by server name, listed from its
     live session before the tool set is built (empty for a left-out optional one)."""
-
-    @classmethod
-    def from_settings(
-        cls,
-        settings: Settings,
-        http: httpx.AsyncClient,
-        environ: Mapping[str, str] | None = None,
-        mcp_tools: Mapping[str, Sequence[Tool]] | None = None,
-    ) -> ToolHost:
-        return cls(
-            settings=settings,
-            sandbox_dir=settings.sandbox_dir,
-            http=http,
-            environ={} if environ is None else environ,
-            mcp_tools={} if mcp_tools is None else mcp_tools,
-        )
 
 
 class ToolsConfig(BaseModel):
@@ -153,14 +140,14 @@ def check_tool(tool: object, source: str) -> None:
         )
 
 
-def build_tool_set(settings: Settings, file_config: FileConfig, host: ToolHost) -> list[Tool]:
-    """Built-in fallbacks, then declared application tools replacing them by name.
+def build_tool_set(section: Mapping[str, Any], host: ToolHost) -> list[Tool]:
+    """The tools the ``[tools]`` section declares: built-in fallbacks, then declared
+    application tools replacing them by name.
 
     Two application tools of one name stop start-up with an error naming both
-    declarations. The result is sorted by name. ``settings`` is the host's;
-    it is a parameter so the composition root reads as what it depends on.
+    declarations. The result is sorted by name.
     """
-    config = parse_tools_config(file_config.tools)
+    config = parse_tools_config(section)
     fallbacks = (
         {tool.name: tool for tool in builtin_tools(host.sandbox_dir)} if config.builtins else {}
     )

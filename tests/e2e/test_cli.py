@@ -78,6 +78,19 @@ def test_tools_lists_the_built_ins_as_a_table_and_as_json(arvis: CliRunner) -> N
     assert "files.append" in _ok(arvis, "tools")
 
 
+async def test_tools_json_carries_what_get_v1_tools_answers_for_the_same_plan(
+    api: Api, arvis: CliRunner
+) -> None:
+    rows = json.loads(await _aok(arvis, "tools", "--json"))
+    served = (await api.client.get("/v1/tools", headers=api.auth())).json()
+
+    assert {row.pop("plan_id") for row in rows} == {served["plan_id"]}
+    assert rows == sorted(served["tools"], key=lambda tool: tool["name"])
+    echo = next(row for row in rows if row["name"] == "echo")
+    assert echo["input_schema"]["type"] == "object"
+    assert echo["description"]
+
+
 async def test_journal_verify_and_replay_read_a_run_and_verify_exits_1_when_broken(
     api: Api, arvis: CliRunner
 ) -> None:

@@ -14,7 +14,6 @@ from typing import Any
 import httpx
 import pytest
 
-from arvis.api.fastlane import SyscallFastLane
 from tests.support.http import Api, serve_api
 
 _causal = itertools.count()
@@ -146,24 +145,11 @@ async def test_the_lane_serves_valid_calls_and_hands_on_the_rest(
     lanes: tuple[Api, Api],
 ) -> None:
     with_lane, _ = lanes
-    lane: Any = with_lane.app.middleware_stack
-    while not isinstance(lane, SyscallFastLane):
-        lane = lane.app
-    handed_on = []
-    route = lane.app
-
-    async def counting(scope: Any, receive: Any, send: Any) -> None:
-        handed_on.append(scope["path"])
-        await route(scope, receive, send)
-
-    lane.app = counting
-    try:
+    with with_lane.routed() as handed_on:
         served = await with_lane.syscall("echo", {"text": "hi"}, run_id="lane-count", causal_id="1")
         refused = await with_lane.client.post(
             "/v1/syscalls", json=_body("lane-count", "2"), headers=with_lane.auth("acme:auditor")
         )
-    finally:
-        lane.app = route
 
     assert served.json()["outcome"] == "executed"
     assert refused.status_code == 403

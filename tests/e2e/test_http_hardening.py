@@ -5,6 +5,7 @@ served app, with httptools (the default) and with the h11 fallback."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import select
@@ -419,7 +420,7 @@ async def _app_in(
 ) -> AsyncIterator[tuple[httpx.AsyncClient, dict[str, str]]]:
     settings = app_settings(database_url, data_dir, env=environment)
     tokens = await mint_keys(database_url, tenants=("acme",))
-    app = create_app(lambda: build_kernel(settings), environment=environment)
+    app = create_app(functools.partial(build_kernel, settings), environment=environment)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://arvis.test") as client:

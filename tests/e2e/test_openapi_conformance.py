@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ def served(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
     data_dir: Path = tmp_path_factory.mktemp("arvis-schema")
     tokens = asyncio.run(mint_keys(database_url, tenants=("acme",)))
     config = app_settings(database_url, data_dir, max_body_bytes=64 * 1024)
-    app = create_app(lambda: build_kernel(config), max_body_bytes=64 * 1024)
+    app = create_app(functools.partial(build_kernel, config), max_body_bytes=64 * 1024)
     with running(app) as base_url:
         yield {"url": base_url, "tokens": tokens}
 

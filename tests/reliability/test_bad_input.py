@@ -7,6 +7,7 @@ outside the sandbox, and the process stays healthy.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import socket
 from collections import Counter
@@ -39,7 +40,7 @@ def served(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
     data_dir: Path = tmp_path_factory.mktemp("arvis-hostile")
     tokens = asyncio.run(mint_keys(database_url, tenants=("acme",)))
     config = app_settings(database_url, data_dir, max_body_bytes=MAX_BODY)
-    app = create_app(lambda: build_kernel(config), max_body_bytes=MAX_BODY)
+    app = create_app(functools.partial(build_kernel, config), max_body_bytes=MAX_BODY)
     with running(app) as base_url:
         yield {"url": base_url, "tokens": tokens, "db": database_url, "data_dir": data_dir}
 

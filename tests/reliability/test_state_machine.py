@@ -27,7 +27,6 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 from arvis.domain.identity import Identity
 from arvis.domain.ids import PrincipalId, RunId
 from arvis.lifecycle.errors import AttemptInFlight, SelfApproval
-from arvis.lifecycle.recovery import RecoverySweeper
 from arvis.tools.base import ToolInvocation, ToolResult
 from arvis.tools.errors import ToolExecutionError
 from tests.support.lifecycle import AGENT, APPROVER, Harness, attempt_then_crash, make_harness
@@ -236,7 +235,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule()
     def recover(self) -> None:
-        settled = self.run(RecoverySweeper(self.harness.store.ops, self.harness.clock).sweep())
+        settled = self.run(self.harness.lifecycle.sweeper.sweep())
         recovered = {
             item.causal_id: item.boundary.value
             for item in settled

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+import functools
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import psycopg
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 
 from arvis.api.app import create_app
-from arvis.bootstrap import build_kernel
+from arvis.api.identity import get_kernel
+from arvis.bootstrap import Kernel, build_kernel
 from arvis.config import Settings
 from arvis.domain.identity import Role
 from arvis.store.database import PgStore
@@ -62,6 +64,25 @@ class Api:
     def journal_count(self) -> int:
         return int(self.sql("SELECT count(*) FROM journal_entries")[0][0])
 
+    @contextmanager
+    def routed(self) -> Iterator[list[str]]:
+        """The paths of the requests that reach a FastAPI route while this is open.
+
+        Every route gets the kernel through the ``get_kernel`` dependency, which the
+        syscall fast lane never calls; FastAPI's own dependency override records it.
+        """
+        paths: list[str] = []
+
+        async def recording(request: Request) -> Kernel:
+            paths.append(request.url.path)
+            return await get_kernel(request)
+
+        self.app.dependency_overrides[get_kernel] = recording
+        try:
+            yield paths
+        finally:
+            del self.app.dependency_overrides[get_kernel]
+
 
 async def mint_keys(
     database_url: str, tenants: Sequence[str] = TENANTS, roles: Sequence[Role] = ROLES
@@ -104,7 +125,9 @@ async def serve_api(
     settings = app_settings(database_url, data_dir, **overrides)
     tokens = await mint_keys(database_url)
     app = create_app(
-        lambda: build_kernel(settings), max_body_bytes=max_body_bytes, fast_lane=fast_lane
+        functools.partial(build_kernel, settings),
+        max_body_bytes=max_body_bytes,
+        fast_lane=fast_lane,
     )
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)

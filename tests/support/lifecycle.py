@@ -292,9 +292,12 @@ async def make_harness(
     lease_ttl_s: float = 300.0,
     claim_lease: bool = True,
     wrap_store: Callable[[LifecycleStore], LifecycleStore] | None = None,
+    clock: FakeClock | None = None,
 ) -> Harness:
+    """A lifecycle over ``database_url``; ``clock`` is shared with another harness
+    when both stand for processes on one machine."""
     store = await PgStore.open(database_url)
-    clock = FakeClock()
+    clock = clock or FakeClock()
     tools = standard_tools() if tools is None else tools
     policy = policy or PolicyConfig()
     lifecycle = compose_lifecycle(
@@ -344,8 +347,8 @@ async def attempt_then_crash(
         tools=harness.tools,
         policy=harness.policy,
         instance_id=f"doomed-{next(_doomed)}",
+        clock=harness.clock,
     )
-    doomed.clock.moment = harness.clock.moment
     task = asyncio.create_task(
         doomed.execute(tool, payload, causal_id=causal_id, run_id=harness.run_id, identity=identity)
     )

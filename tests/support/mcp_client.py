@@ -7,6 +7,7 @@ so the client speaks real streamable HTTP to it, exactly as any MCP client would
 from __future__ import annotations
 
 import asyncio
+import functools
 import sys
 from collections.abc import AsyncIterator, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -105,7 +106,7 @@ def serve_arvis(database_url: str, data_dir: Path, config: str | None = None) ->
     # A thread of its own: the caller may be inside a running event loop.
     with ThreadPoolExecutor(1) as pool:
         tokens = pool.submit(asyncio.run, mint_keys(database_url)).result()
-    app = create_app(lambda: build_kernel(settings))
+    app = create_app(functools.partial(build_kernel, settings))
     with running(app) as url:
         yield Served(url=url, tokens=tokens, database_url=database_url, data_dir=data_dir)
 

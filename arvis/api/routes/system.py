@@ -9,7 +9,7 @@ from arvis.api.metrics import ApiMetrics
 from arvis.api.problems import problem, problem_responses
 from arvis.api.schemas import ToolOut, ToolsOut
 from arvis.domain.errors import StoreUnavailable
-from arvis.store.stats import audit_incomplete_runs
+from arvis.tools.describe import describe_tool
 
 router = APIRouter()
 
@@ -25,18 +25,7 @@ async def list_tools(_: AnyIdentity, kernel: KernelDep) -> ToolsOut:
     plan = kernel.lifecycle.plans.current
     return ToolsOut(
         plan_id=plan.plan_id,
-        tools=[
-            ToolOut(
-                name=d.name,
-                description=d.description,
-                input_schema=dict(d.input_schema),
-                effect=d.effect.value,
-                replay_safety=d.replay_safety.value,
-                capabilities=list(d.capabilities),
-                fingerprint=d.fingerprint,
-            )
-            for d in plan.definitions.values()
-        ],
+        tools=[ToolOut(**describe_tool(d)) for d in plan.definitions.values()],
     )
 
 
@@ -68,7 +57,7 @@ async def metrics(_: AdminIdentity, kernel: KernelDep, request: Request) -> Resp
 
     collected: ApiMetrics = request.app.state.metrics
     try:
-        collected.audit_incomplete_runs.set(await audit_incomplete_runs(kernel.store.engine))
+        collected.audit_incomplete_runs.set(await kernel.audit_incomplete_runs())
     except StoreUnavailable:
         return problem("store_unavailable", "the database is unreachable")
     return Response(generate_latest(collected.registry), media_type=CONTENT_TYPE_LATEST)

@@ -10,7 +10,6 @@ from typing import Any
 import httpx
 import pytest
 
-from arvis.config import FileConfig, Settings
 from arvis.domain.boundary import EffectBoundary
 from arvis.lifecycle.policy import PolicyConfig, TenantRules
 from arvis.tools import ToolHost, build_tool_set, describe_plan
@@ -57,10 +56,8 @@ def declared(
     environ: Mapping[str, str] | None = None,
 ) -> list[Tool]:
     """The ``[[tools.http]]`` entries as start-up builds them, from an injected environment."""
-    settings = Settings(data_dir=tmp_path)
-    host = ToolHost.from_settings(settings, client, environ=environ or {})
-    file_config = FileConfig(tools={"builtins": False, "http": list(entries)})
-    return build_tool_set(settings, file_config, host)
+    host = ToolHost(sandbox_dir=tmp_path / "sandbox", http=client, environ=environ or {})
+    return build_tool_set({"builtins": False, "http": list(entries)}, host)
 
 
 @asynccontextmanager

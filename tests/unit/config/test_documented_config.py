@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from arvis.bootstrap import parse_audit_config
-from arvis.config import FileConfig, Settings
+from arvis.config import FileConfig
 from arvis.domain.errors import ConfigurationError
 from arvis.lifecycle.policy import parse_confirmations_config, parse_policy_config
 from arvis.providers.config import load_provider_config
@@ -35,17 +35,16 @@ def test_the_documented_arvis_toml_validates_section_by_section() -> None:
     assert parse_confirmations_config(config.confirmations).ttl_s == 86400
     assert parse_confirmations_config(config.confirmations).allow_self_approval is False
     assert parse_audit_config(config.audit).sink is None
-    assert load_provider_config(config).model == "gpt-4.1-mini"
+    assert load_provider_config(config.provider).model == "gpt-4.1-mini"
 
 
 async def test_the_documented_remote_tool_is_built_with_its_definition(tmp_path: Path) -> None:
     from arvis.tools.registry import build_tool_set
 
     config = _documented()
-    settings = Settings(data_dir=tmp_path)
-    unfactoried = config.model_copy(update={"tools": {**config.tools, "factories": []}})
+    unfactoried = {**config.tools, "factories": []}
     async with httpx.AsyncClient() as http:
-        tools = build_tool_set(settings, unfactoried, ToolHost.from_settings(settings, http))
+        tools = build_tool_set(unfactoried, ToolHost(sandbox_dir=tmp_path, http=http))
     names = {tool.name for tool in tools}
     assert {"tickets.create", "echo", "files.append"} <= names
 

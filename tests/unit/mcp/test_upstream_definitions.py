@@ -10,10 +10,9 @@ import httpx
 import mcp_types as types
 import pytest
 
-from arvis.config import FileConfig, Settings
 from arvis.domain.errors import ConfigurationError, DefinitionError
-from arvis.mcp.config import McpServerConfig
 from arvis.mcp.tools import derive_definition
+from arvis.tools.mcpconfig import McpServerConfig
 from arvis.tools.plans import derive_plan_id
 from arvis.tools.registry import ToolHost, build_tool_set, parse_tools_config
 from tests.support.fakes import FakeTool, definition, returns_ok
@@ -133,10 +132,9 @@ def test_two_servers_of_one_name_are_refused() -> None:
 
 
 def _build(tmp_path: Path, mcp_tools: dict[str, list[Any]] | None) -> list[str]:
-    settings = Settings(data_dir=tmp_path)
-    host = ToolHost.from_settings(settings, httpx.AsyncClient(), mcp_tools=mcp_tools)
-    file_config = FileConfig(tools={"mcp": [{"name": "notes", "command": ["notes"]}]})
-    return [tool.name for tool in build_tool_set(settings, file_config, host)]
+    host = ToolHost(sandbox_dir=tmp_path, http=httpx.AsyncClient(), mcp_tools=mcp_tools or {})
+    section = {"mcp": [{"name": "notes", "command": ["notes"]}]}
+    return [tool.name for tool in build_tool_set(section, host)]
 
 
 def test_the_registry_takes_an_opened_servers_tools_like_any_declared_tool(tmp_path: Path) -> None:
@@ -147,9 +145,8 @@ def test_the_registry_takes_an_opened_servers_tools_like_any_declared_tool(tmp_p
 
 
 def test_an_upstream_tool_may_not_take_another_declared_tools_name(tmp_path: Path) -> None:
-    settings = Settings(data_dir=tmp_path)
     clash = FakeTool(definition("crm.update"), returns_ok)
-    host = ToolHost.from_settings(settings, httpx.AsyncClient(), mcp_tools={"notes": [clash]})
+    host = ToolHost(sandbox_dir=tmp_path, http=httpx.AsyncClient(), mcp_tools={"notes": [clash]})
     http_entry = {
         "name": "crm.update",
         "description": "Update a CRM record.",
@@ -159,4 +156,4 @@ def test_an_upstream_tool_may_not_take_another_declared_tools_name(tmp_path: Pat
     }
     tools = {"http": [http_entry], "mcp": [{"name": "notes", "command": ["notes"]}]}
     with pytest.raises(ConfigurationError, match="declared by both"):
-        build_tool_set(settings, FileConfig(tools=tools), host)
+        build_tool_set(tools, host)

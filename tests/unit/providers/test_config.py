@@ -9,7 +9,6 @@ import sys
 import httpx
 import pytest
 
-from arvis.config import FileConfig
 from arvis.domain.errors import ConfigurationError
 from arvis.providers.base import ModelTurn
 from arvis.providers.config import build_provider, load_provider_config
@@ -17,12 +16,13 @@ from arvis.providers.openai import OpenAIProvider
 from tests.unit.providers.sse import Server, email_tool, fixture, lookup_tool
 
 
-def file_config(**provider: object) -> FileConfig:
-    return FileConfig(provider={"kind": "openai", "model": "gpt-test", **provider})
+def file_config(**provider: object) -> dict[str, object]:
+    """The [provider] section of an arvis.toml."""
+    return {"kind": "openai", "model": "gpt-test", **provider}
 
 
 def test_no_provider_section_builds_no_provider() -> None:
-    assert build_provider(FileConfig(), {"OPENAI_API_KEY": "sk-x"}) is None
+    assert build_provider({}, {"OPENAI_API_KEY": "sk-x"}) is None
 
 
 @pytest.mark.parametrize(
@@ -42,7 +42,7 @@ def test_a_bad_provider_section_stops_start_up_naming_the_field(
     section: dict[str, object], where: str
 ) -> None:
     with pytest.raises(ConfigurationError) as caught:
-        load_provider_config(FileConfig(provider=section))
+        load_provider_config(section)
     assert where in str(caught.value)
 
 
@@ -53,7 +53,7 @@ def test_a_missing_api_key_stops_start_up_naming_the_variable() -> None:
         build_provider(file_config(), {})
 
 
-async def call_through(config: FileConfig, environ: dict[str, str]) -> httpx.Request:
+async def call_through(config: dict[str, object], environ: dict[str, str]) -> httpx.Request:
     server = Server(fixture("text_and_two_calls.sse"))
     http_client = httpx.AsyncClient(transport=httpx.MockTransport(server))
     provider = build_provider(config, environ, http_client=http_client)  # type: ignore[arg-type]

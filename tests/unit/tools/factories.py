@@ -44,5 +44,5 @@ def not_tools(host: ToolHost) -> list[object]:
 
 
 def host_aware(host: ToolHost) -> list[Tool]:
-    assert host.sandbox_dir == host.settings.sandbox_dir
+    assert host.sandbox_dir.name == "sandbox"
     return [FakeTool(definition("host.aware"), returns_ok)]

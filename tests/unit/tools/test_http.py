@@ -11,7 +11,6 @@ from typing import Any
 import httpx
 import pytest
 
-from arvis.config import FileConfig, Settings
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.errors import ConfigurationError, DefinitionError
 from arvis.domain.payload import freeze_payload
@@ -145,7 +144,6 @@ def test_a_contradictory_http_tool_names_the_tool_rule_and_entry() -> None:
 
 
 async def test_http_tools_are_declared_in_the_tools_section(tmp_path: Path) -> None:
-    settings = Settings(data_dir=tmp_path)
     entry = {
         "name": "crm.update",
         "description": "Update.",
@@ -154,8 +152,8 @@ async def test_http_tools_are_declared_in_the_tools_section(tmp_path: Path) -> N
         "replay_safety": "unsafe",
     }
     async with httpx.AsyncClient() as client:
-        host = ToolHost.from_settings(settings, client)
-        tools = build_tool_set(settings, FileConfig(tools={"http": [entry]}), host)
+        host = ToolHost(sandbox_dir=tmp_path, http=client)
+        tools = build_tool_set({"http": [entry]}, host)
     assert "crm.update" in [t.name for t in tools]
 
 
@@ -277,15 +275,14 @@ def test_a_headers_env_value_with_a_line_break_is_refused_without_showing_it() -
 
 
 async def test_headers_env_reads_the_environment_the_tool_host_injects(tmp_path: Path) -> None:
-    settings = Settings(data_dir=tmp_path)
     entry = fields(headers_env={"Authorization": "CRM_TOKEN"})
     async with httpx.AsyncClient() as client:
-        host = ToolHost.from_settings(settings, client, environ={"CRM_TOKEN": "tok-9"})
-        build_tool_set(settings, FileConfig(tools={"http": [entry]}), host)
+        host = ToolHost(sandbox_dir=tmp_path, http=client, environ={"CRM_TOKEN": "tok-9"})
+        build_tool_set({"http": [entry]}, host)
         assert "tok-9" not in repr(host)
-        bare = ToolHost.from_settings(settings, client)
+        bare = ToolHost(sandbox_dir=tmp_path, http=client)
         with pytest.raises(ConfigurationError, match=r"#1 tool 'crm.update'.*CRM_TOKEN"):
-            build_tool_set(settings, FileConfig(tools={"http": [entry]}), bare)
+            build_tool_set({"http": [entry]}, bare)
 
 
 # -- the egress gate's view of an HTTP tool ------------------------------------------

@@ -134,12 +134,14 @@ async def test_lease_plan_returns_a_verified_lease() -> None:
     assert lease.plan.plan_id == source.current.plan_id
 
 
-def test_describe_plan_lists_metadata_fingerprints_and_plan_id() -> None:
+def test_describe_plan_lists_schemas_metadata_fingerprints_and_plan_id() -> None:
     source = StaticToolPlanSource(dispatcher("One.", "Two."))
     rows = describe_plan(source.current)
     assert [row["name"] for row in rows] == ["t0", "t1"]
     assert set(rows[0]) == {
         "name",
+        "description",
+        "input_schema",
         "effect",
         "replay_safety",
         "capabilities",
@@ -148,3 +150,5 @@ def test_describe_plan_lists_metadata_fingerprints_and_plan_id() -> None:
     }
     assert rows[0]["plan_id"] == source.current.plan_id
     assert rows[0]["effect"] == "mutating"
+    assert rows[1]["description"] == "Two."
+    assert rows[0]["input_schema"] == source.current.definitions["t0"].input_schema

@@ -9,7 +9,6 @@ from typing import Any
 import httpx
 import pytest
 
-from arvis.config import FileConfig, Settings
 from arvis.domain.errors import ConfigurationError, DefinitionError
 from arvis.tools import (
     StaticToolPlanSource,
@@ -25,13 +24,12 @@ HERE = "tests.unit.tools.factories"
 
 @pytest.fixture
 async def host(tmp_path: Path) -> AsyncIterator[ToolHost]:
-    settings = Settings(data_dir=tmp_path)
     async with httpx.AsyncClient() as client:
-        yield ToolHost.from_settings(settings, client)
+        yield ToolHost(sandbox_dir=tmp_path / "sandbox", http=client)
 
 
 def build(host: ToolHost, **tools: Any) -> list[Any]:
-    return build_tool_set(host.settings, FileConfig(tools=tools), host)
+    return build_tool_set(tools, host)
 
 
 def test_with_no_configuration_the_four_builtins_are_offered(host: ToolHost) -> None:

@@ -1,7 +1,5 @@
-"""The OpenAI Responses API adapter (DESIGN §8), on the official ``openai`` SDK.
+"""The provider: one Responses API streaming call per turn, its failures made typed.
 
-Importing this module builds no client and reads no environment; see
-:func:`arvis.providers.config.build_provider` for the configured construction.
 Only a tool's name, description and input schema are sent; effect, replay
 safety, capabilities and fingerprint never leave ARVIS.
 """
@@ -28,7 +26,7 @@ from arvis.providers.errors import (
     ProviderTimeout,
     ProviderUnavailable,
 )
-from arvis.providers.openai_events import ResponseTranslator
+from arvis.providers.openai.events import ResponseTranslator
 from arvis.providers.validation import strict_eligible
 
 __all__ = ["OpenAIProvider", "tool_params"]

@@ -24,7 +24,7 @@ from arvis.providers.errors import (
     ProviderStreamMismatch,
     ProviderStreamTruncated,
 )
-from arvis.providers.openai_output import Event, StreamedOutput, get, item_kind_of
+from arvis.providers.openai.output import Event, StreamedOutput, get, item_kind_of
 from arvis.providers.validation import CallValidator, clip
 
 # Items a provider executed itself stream under these prefixes; ARVIS offers no

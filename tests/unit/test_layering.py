@@ -1,0 +1,212 @@
+"""The import graph of ``arvis/`` has no circle and its arrows point inward (DESIGN §9).
+
+The graph is read from the source with :mod:`ast`, so nothing is imported and the
+test sees every import: at module level, inside a function (a lazy import is still
+a dependency) and under ``TYPE_CHECKING`` (a circle of annotations is still a
+circle a reader has to untangle).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "arvis"
+
+CORE = {"domain", "tools", "lifecycle"}
+
+# Which groups each group of ``arvis`` may import (a group is the first name under
+# ``arvis``: ``arvis.tools.base`` is in ``tools``). ``arvis`` itself holds only
+# ``__version__`` and may be imported by anyone.
+ALLOWED: dict[str, set[str]] = {
+    "domain": {"domain"},
+    "tools": {"domain", "tools"},
+    "lifecycle": {"domain", "tools", "lifecycle"},
+    # Settings know no subsystem: each one validates its own section of arvis.toml.
+    "config": {"domain", "config"},
+    # Adapters: inward only, never one another.
+    "store": {*CORE, "store"},
+    "providers": {"domain", "providers"},
+    "mcp": {*CORE, "config", "bootstrap", "api", "mcp"},
+    "console": {*CORE, "config", "bootstrap", "api", "console"},
+    # The client ships to agent runtimes: of the server, only the error base class.
+    "client": {"domain", "client"},
+    "integrations": {"client", "integrations"},
+    "migrations": {"store", "migrations"},
+    # The composition root wires every adapter but no entry point.
+    "bootstrap": {*CORE, "config", "store", "providers", "mcp", "bootstrap"},
+    # Entry points get their pieces from the composition root. The HTTP app mounts
+    # the MCP gateway and the console.
+    "api": {*CORE, "config", "bootstrap", "api", "mcp", "console"},
+    # The arvis command is the process itself: it migrates the store, manages keys,
+    # starts the HTTP server and drives a provider's turn.
+    "cli": {*CORE, "config", "bootstrap", "store", "providers", "api", "cli"},
+    "__main__": {"cli"},
+}
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str
+    target: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.source} -> {self.target} (line {self.line})"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> Iterator[Import]:
+    """Every ``arvis`` module ``name`` imports, resolved to a module of ours."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                origin = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                origin = node.module or ""
+            # ``from arvis.tools import errors`` imports the module, not the package.
+            targets = [
+                f"{origin}.{alias.name}" if f"{origin}.{alias.name}" in known else origin
+                for alias in node.names
+            ]
+        else:
+            continue
+        for target in targets:
+            resolved = _nearest(target, known)
+            if resolved is not None and resolved != name:
+                yield Import(name, resolved, node.lineno)
+
+
+def _nearest(target: str, known: set[str]) -> str | None:
+    while target and target not in known:
+        target = target.rpartition(".")[0]
+    return target or None
+
+
+def graph() -> dict[str, list[Import]]:
+    found = modules()
+    known = set(found)
+    return {
+        name: list(dict.fromkeys(imports_of(name, path, known))) for name, path in found.items()
+    }
+
+
+def group(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "arvis"
+
+
+def circles(edges: dict[str, list[Import]]) -> list[list[str]]:
+    """Every strongly connected set of more than one module (Tarjan), each as a
+    path that closes on its first module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for edge in edges[module]:
+            if edge.target not in index:
+                visit(edge.target)
+                low[module] = min(low[module], low[edge.target])
+            elif edge.target in on_stack:
+                low[module] = min(low[module], index[edge.target])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                found.append(_path(sorted(component), edges))
+
+    for module in sorted(edges):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def _path(component: list[str], edges: dict[str, list[Import]]) -> list[str]:
+    # A shortest way back from the first member to itself, through the component.
+    members = set(component)
+    start = component[0]
+    previous: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for module in frontier:
+            for edge in edges[module]:
+                if edge.target == start:
+                    path = [module]
+                    while path[-1] != start:
+                        path.append(previous[path[-1]])
+                    return [start, *reversed(path[:-1]), start]
+                if edge.target in members and edge.target not in previous:
+                    previous[edge.target] = module
+                    following.append(edge.target)
+        frontier = following
+    return component
+
+
+def test_the_graph_is_read_from_every_module() -> None:
+    edges = graph()
+    assert "arvis.tools.base" in edges
+    assert "arvis.tools.base" in {edge.target for edge in edges["arvis.tools.outcome"]}
+    # A lazy import (inside a function) is a dependency like any other.
+    assert "arvis.providers.config" in {edge.target for edge in edges["arvis.bootstrap"]}
+
+
+def test_no_module_of_arvis_imports_itself_back_through_others() -> None:
+    found = circles(graph())
+    assert found == [], "import circles: " + "; ".join(" -> ".join(c) for c in found)
+
+
+def test_every_group_of_arvis_has_a_layering_rule() -> None:
+    groups = {group(module) for module in graph()} - {"arvis"}
+    assert groups <= set(ALLOWED), f"no rule for {sorted(groups - set(ALLOWED))}"
+
+
+@pytest.mark.parametrize("source", sorted(ALLOWED))
+def test_imports_point_inward(source: str) -> None:
+    wrong = [
+        str(edge)
+        for module, found in graph().items()
+        if group(module) == source
+        for edge in found
+        if group(edge.target) not in ALLOWED[source] | {"arvis"}
+    ]
+    assert wrong == [], f"{source} may import only {sorted(ALLOWED[source])}: {wrong}"
+
+
+def test_the_circle_finder_names_a_circle() -> None:
+    edges = {
+        "a": [Import("a", "b", 1)],
+        "b": [Import("b", "c", 1)],
+        "c": [Import("c", "a", 1), Import("c", "d", 2)],
+        "d": [],
+    }
+    assert circles(edges) == [["a", "b", "c", "a"]]
