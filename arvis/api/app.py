@@ -26,12 +26,15 @@ def create_app(
     max_body_bytes: int | None = None,
     request_timeout_s: float | None = None,
     fast_lane: bool = True,
+    owns_kernel: bool = True,
 ) -> FastAPI:
     """Build the app; the kernel is wired at start-up and closed at shutdown.
 
     ``max_body_bytes`` and ``request_timeout_s`` default to ``ARVIS_MAX_BODY_BYTES``
     and ``ARVIS_REQUEST_TIMEOUT_S``. ``fast_lane=False`` leaves every syscall to
     the FastAPI route (arvis.api.fastlane; the tests compare the two).
+    ``owns_kernel=False`` leaves starting and closing the kernel to the caller
+    (``arvis serve-turn`` starts it before it listens and closes it after).
     """
     factory = kernel_factory or build_kernel
     if max_body_bytes is None or request_timeout_s is None:
@@ -44,6 +47,9 @@ def create_app(
         kernel = await factory()
         app.state.kernel = kernel
         kernel.lifecycle.handler.phase_observer = app.state.metrics.observe_phase
+        if not owns_kernel:
+            yield
+            return
         try:
             await kernel.start()
             yield

@@ -80,12 +80,15 @@ async def with_store(url: str, use: Callable[[PgStore], Awaitable[T]]) -> T:
         await store.close()
 
 
-def with_kernel(use: Callable[[Kernel], Awaitable[T]], *, admits: bool = False) -> T:
+def with_kernel(
+    use: Callable[[Kernel], Awaitable[T]], *, admits: bool = False, settings: Settings | None = None
+) -> T:
     """Build a kernel, use it, close it. A command that ``admits`` syscalls first
-    claims a lease and settles what earlier lives left (DESIGN §6), like ``serve``."""
+    claims a lease and settles what earlier lives left (DESIGN §6), like ``serve``,
+    and stops on SIGTERM as ``arvis.cli.instance`` says."""
     from arvis.bootstrap import build_kernel
 
-    settings = settings_or_exit()
+    settings = settings or settings_or_exit()
 
     async def main() -> T:
         try:
@@ -94,7 +97,9 @@ def with_kernel(use: Callable[[Kernel], Awaitable[T]], *, admits: bool = False) 
             fail(exc.message)
         try:
             if admits:
-                await kernel.start()
+                from arvis.cli.instance import run_admitting
+
+                return await run_admitting(kernel, use)
             return await use(kernel)
         except ArvisError as exc:
             fail(exc.message)
