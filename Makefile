@@ -40,7 +40,7 @@ pytest: install
 test-db: install
 	$(VENV)/bin/pytest -q tests/integration tests/e2e tests/reliability
 
-## reliability: the six scenarios of docs/reliability.md at full size (minutes); prints their lines
+## reliability: the seven scenarios of docs/reliability.md at full size (minutes); prints their lines
 reliability: install
 	ARVIS_RELIABILITY_SCALE=full $(VENV)/bin/pytest -q -m reliability tests/reliability
 
