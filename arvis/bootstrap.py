@@ -29,11 +29,12 @@ from arvis.config import (
 from arvis.domain.clock import Clock
 from arvis.domain.errors import ArvisError, ConfigurationError
 from arvis.domain.ids import InstanceId
+from arvis.lifecycle.admission import AdmissionService
 from arvis.lifecycle.authorization import ToolAuthorizationService
 from arvis.lifecycle.clock import SystemClock
 from arvis.lifecycle.effects import EffectDispatcher
 from arvis.lifecycle.lease import InstanceLease
-from arvis.lifecycle.manager import DEFAULT_CONFIRMATION_TTL, ToolManager
+from arvis.lifecycle.manager import ToolManager
 from arvis.lifecycle.outbox import IntentOutboxService
 from arvis.lifecycle.policy import (
     RulePolicy,
@@ -41,12 +42,12 @@ from arvis.lifecycle.policy import (
     parse_confirmations_config,
     parse_policy_config,
 )
-from arvis.lifecycle.ports import AuditSink
+from arvis.lifecycle.ports import AuditSink, LifecycleStore
 from arvis.lifecycle.recovery import RecoveryRuntime, RecoverySweeper
 from arvis.lifecycle.replay import ReplayService
 from arvis.lifecycle.settlement import Settlement
 from arvis.lifecycle.syscalls import SyscallHandler
-from arvis.store.audit import AuditHost, PgAuditSink, PgPlanStore
+from arvis.store.audit import AuditHost, PgPlanStore
 from arvis.store.database import PgStore, resolve_database
 from arvis.store.keys import PgKeyStore
 from arvis.tools.base import Tool
@@ -54,6 +55,8 @@ from arvis.tools.dispatcher import ToolDispatcher
 from arvis.tools.layers import DispatchDecorator
 from arvis.tools.plans import StaticToolPlanSource
 from arvis.tools.registry import ToolHost, build_tool_set
+
+DEFAULT_CONFIRMATION_TTL = timedelta(hours=24)
 
 
 @dataclass
@@ -84,45 +87,44 @@ def compose_lifecycle(
     allow_self_approval: bool = False,
     lease_ttl_s: float = 15.0,
     production: bool = False,
+    lifecycle_store: LifecycleStore | None = None,
 ) -> Lifecycle:
     """Wire the lifecycle of DESIGN §2 around a store and a tool set.
 
-    Nothing is admitted until the lease is claimed (``Kernel.start`` does, with
-    the background heartbeat; a test composition claims it itself).
+    ``lifecycle_store`` replaces ``store.ops`` as the lifecycle's store (a test
+    composes a faulty one in). Nothing is admitted until the lease is claimed
+    (``Kernel.start`` does, with the background heartbeat; a test composition
+    claims it itself).
     """
     clock = clock or SystemClock()
     instance_id = instance_id or new_instance_id()
     policy = policy or RulePolicy()
+    lifecycle_store = lifecycle_store or store.ops
     dispatcher = ToolDispatcher(tools, decorators=decorators, default_deadline_s=tool_timeout_s)
     plans = StaticToolPlanSource(dispatcher, store=PgPlanStore(store.engine))
-    manager = ToolManager(
-        store, clock, instance_id, confirmation_ttl, allow_self_approval=allow_self_approval
-    )
-    lease = InstanceLease(store, instance_id, lease_ttl_s)
-    sweeper = RecoverySweeper(store, clock)
-    handler = SyscallHandler(
-        store=store,
+    lease = InstanceLease(lifecycle_store, instance_id, lease_ttl_s)
+    sweeper = RecoverySweeper(lifecycle_store, clock)
+    admission = AdmissionService(
+        store=lifecycle_store,
         plans=plans,
         authorization=ToolAuthorizationService(policy, clock),
-        manager=manager,
-        outbox=IntentOutboxService(audit_sink or PgAuditSink(store.fingerprint), store.fingerprint),
-        effects=EffectDispatcher(instance_id, tool_timeout_s, store.fast.mark_started),
+        outbox=IntentOutboxService(audit_sink, store.fingerprint),
         clock=clock,
+        confirmation_ttl_s=confirmation_ttl.total_seconds(),
+    )
+    handler = SyscallHandler(
+        admission=admission,
+        effects=EffectDispatcher(tool_timeout_s, lifecycle_store.mark_started),
+        settlement=Settlement(store=lifecycle_store, clock=clock, attempts=5, sweeper=sweeper),
         lease=lease,
-        settlement=Settlement(
-            store=store, fast=store.fast, clock=clock, attempts=5, sweeper=sweeper
-        ),
+        clock=clock,
         production=production,
-        fast=store.fast,
-        # The PostgreSQL sink is fused into the one-statement admission; any
-        # other sink takes the general path, where it is called and checked.
-        fast_admission=audit_sink is None,
     )
     return Lifecycle(
         plans=plans,
         handler=handler,
-        manager=manager,
-        replay=ReplayService(store),
+        manager=ToolManager(lifecycle_store, clock, allow_self_approval=allow_self_approval),
+        replay=ReplayService(lifecycle_store),
         policy=policy,
         lease=lease,
         sweeper=sweeper,
@@ -149,7 +151,7 @@ class Kernel:
     @functools.cached_property
     def keys(self) -> PgKeyStore:
         """API keys of every tenant, on the same store."""
-        return PgKeyStore(self.store.engine, self.store.fast)
+        return PgKeyStore(self.store.engine, self.store.ops)
 
     async def start(self) -> None:
         """Claim this process's lease, settle what earlier lives left behind, and
@@ -200,11 +202,7 @@ def load_audit_sink(config: AuditConfig, store_fingerprint: str) -> AuditSink | 
     factory = load_object(config.sink, "audit")
     if not callable(factory):
         raise ConfigurationError(f"[audit] sink {config.sink!r} is not callable")
-    host = AuditHost(
-        store_fingerprint=store_fingerprint,
-        default=PgAuditSink(store_fingerprint),
-        options=config.options,
-    )
+    host = AuditHost(store_fingerprint=store_fingerprint, options=config.options)
     try:
         sink = factory(host)
     except ArvisError:

@@ -45,6 +45,15 @@ class Settings(BaseSettings):
     """Largest request body the HTTP API accepts."""
     request_timeout_s: float = Field(default=30.0, gt=0, le=600)
     """Deadline for one HTTP request, tool dispatch included."""
+    max_header_bytes: int = Field(default=64 * 1024, ge=1024, le=1024 * 1024)
+    """Largest request line plus headers the HTTP server reads; past it, 431."""
+    header_timeout_s: float = Field(default=10.0, gt=0, le=300)
+    """Time a request line and headers may take to arrive, from their first byte (from
+    the connection's opening, for its first request); past it, 408 and close."""
+    keep_alive_timeout_s: int = Field(default=5, ge=1, le=300)
+    """An idle keep-alive connection closes after this many seconds."""
+    max_connections: int = Field(default=512, ge=1, le=100_000)
+    """Open connections one worker accepts; past it, a new connection gets 503 and closes."""
     tool_timeout_s: float = Field(default=20.0, gt=0, le=600)
     """Default deadline for one tool dispatch."""
     lease_ttl_s: float = Field(default=15.0, ge=1, le=3600)

@@ -11,7 +11,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from arvis.store.engine import libpq_url
-from arvis.store.fastpath import ADMIT_SQL, JOURNAL_SQL
+from arvis.store.operations import ADMIT_SQL, JOURNAL_SQL
 
 DDL = "CREATE TABLE IF NOT EXISTS floor_rows (id bigserial PRIMARY KEY, body jsonb NOT NULL)"
 INSERT = "INSERT INTO floor_rows (body) VALUES (%s)"
@@ -69,19 +69,29 @@ def floor_result(explicit: list[float], autocommit: list[float]) -> dict[str, An
 
 
 class Statements:
-    """The kernel's two statements alone (``arvis_admit``, then the journal step),
-    from the same client and in the same shape as the floor: what PostgreSQL itself
-    spends on a governed call, with none of ARVIS's Python around it."""
+    """The kernel's two statements alone (``arvis_admit``, then ``arvis_journal``
+    settling the attempt), from the same client and in the same shape as the floor:
+    what PostgreSQL itself spends on a governed call, with none of ARVIS's Python
+    around it. The arguments are what the kernel sends for an ``echo`` call."""
 
     PLAN = "b" * 64
     CONTEXT = (
-        '{"auth_method":"api_key","causal_id":"c","instance_id":"i","key_id":"k_bench",'
+        '{"auth_method":"api_key","causal_id":"c","instance_id":"i/1","key_id":"k_bench",'
         '"plan_id":"' + "b" * 64 + '","principal_id":"bench","roles":["agent"],'
         '"run_id":"r","tenant_id":"bench"}'
     )
     BODY = (
-        '{"artifact":{"boundary":"EFFECT_COMPLETED","output":{"n":1,"text":"hello"}},'
-        '"receipt":{"position":1,"store_fingerprint":"' + "f" * 64 + '"},"result":{"n":1}}'
+        '{"capability":{"activated_at":"2026-12-01T12:00:00Z","consumed_at":"2026-12-01T12:00:00Z",'
+        '"id":"cap_x","minted_at":"2026-12-01T12:00:00Z","state":"CONSUMED"},'
+        '"confirmation_id":null,"context":' + CONTEXT + ',"payload_digest":"' + "d" * 64 + '",'
+        '"plan_id":"'
+        + "b" * 64
+        + '","problem":null,"receipt":{"intent_commitment":"'
+        + "c" * 64
+        + '","position":1,"store_fingerprint":"'
+        + "f" * 64
+        + '"},'
+        '"result":{"n":1,"text":"hello"},"retryable":false,"tool":"echo"}'
     )
 
     def __init__(self, url: str) -> None:
@@ -118,32 +128,50 @@ class Statements:
                     key,
                     "echo",
                     digest,
-                    f"cap_st_{n}",
-                    "m",
+                    1,
                     intent,
+                    f"cap_st_{n}",
                     '{"n":1,"text":"hello"}',
-                    digest,
+                    "c" * 64,
                     self.CONTEXT,
-                    "i",
+                    "i/1",
+                    None,
+                    False,
+                    None,
                 ),
             )
             if (row := admitted.fetchone()) is None or row[0] != "admitted":
                 raise RuntimeError(f"arvis_admit answered {row}")
-            self.conn.execute(
+            journaled = self.conn.execute(
                 JOURNAL_SQL,
                 (
                     "bench",
                     run,
+                    "execution",
                     f"c-{n}",
                     key,
                     1,
                     intent,
                     "EFFECT_COMPLETED",
-                    self.BODY,
-                    "2026-11-30T12:00:00.000000+00:00",
                     False,
+                    self.BODY,
+                    "2026-12-01T12:00:00.000000+00:00",
+                    True,
+                    False,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    False,
+                    None,
+                    None,
                     None,
                 ),
             )
+            if (row := journaled.fetchone()) is None or row[0] != "appended":
+                raise RuntimeError(f"arvis_journal answered {row}")
             samples.append(time.perf_counter() - start)
         return samples

@@ -18,8 +18,9 @@ from typing import Any
 import psycopg
 
 from arvis.domain.artifacts import GENESIS_HASH
-from arvis.domain.ids import RunId, TenantId
-from arvis.lifecycle.journal import body_text, chain_hash, recorded_text
+from arvis.domain.ids import PlanId, RunId, TenantId
+from arvis.domain.journal import ExecutionArtifact, Receipt, artifact_text
+from arvis.lifecycle.journal import chain_hash, recorded_text
 from arvis.store.engine import libpq_url
 from bench.kernel import TENANT, open_kernel
 from bench.stats import summary_ms
@@ -27,43 +28,28 @@ from bench.stats import summary_ms
 SEED_RUN_LENGTH = 1000
 CHUNK = 100_000
 
-# One statement per table; %(lo)s/%(hi)s is the entry range, g the entry number.
+# One statement per table; %(lo)s/%(hi)s is the entry range, g the entry number. After
+# use, a decision's attempt is journaled and its in-flight row is gone (revision 0005).
 SEED = (
-    """INSERT INTO runs (tenant_id, run_id, plan_id, journal_length, journal_head)
-       SELECT %(t)s, 'seed-' || r, %(plan)s, {n}, md5(r::text) || md5(r::text)
+    """INSERT INTO runs (tenant_id, run_id, plan_id, journal_length, journal_head, receipts)
+       SELECT %(t)s, 'seed-' || r, %(plan)s, {n}, md5(r::text) || md5(r::text), {n}
        FROM generate_series(%(lo)s / {n}, (%(hi)s - 1) / {n}) r
        ON CONFLICT DO NOTHING""",
-    """INSERT INTO actions (tenant_id, idempotency_key, run_id, causal_id, tool, payload_digest,
-         attempts, in_flight, last_boundary, last_retryable, last_position)
-       SELECT %(t)s, encode(sha256(('k' || g)::bytea), 'hex'), 'seed-' || (g / {n}), 'c-' || g,
-         'echo', md5(g::text) || md5(g::text), 1, false, 'EFFECT_COMPLETED', false, g %% {n} + 1
-       FROM generate_series(%(lo)s, %(hi)s - 1) g""",
-    """INSERT INTO capabilities (tenant_id, capability_id, run_id, idempotency_key, attempt,
-         manager_id, state, receipt_position)
-       SELECT %(t)s, 'cap_seed_' || g, 'seed-' || (g / {n}),
-         encode(sha256(('k' || g)::bytea), 'hex'), 1, 'seed', 'CONSUMED', -(g + 1)
-       FROM generate_series(%(lo)s, %(hi)s - 1) g""",
-    """INSERT INTO intents (tenant_id, intent_id, run_id, causal_id, idempotency_key, attempt, tool,
-         plan_id, payload, payload_digest, capability_id, commitment, receipt_position, context,
-         instance_id, settled, boundary, settled_at)
-       SELECT %(t)s, 'int_seed_' || g, 'seed-' || (g / {n}), 'c-' || g,
-         encode(sha256(('k' || g)::bytea), 'hex'), 1, 'echo', %(plan)s,
-         jsonb_build_object('n', g, 'text', 'hello'), md5(g::text) || md5(g::text),
-         'cap_seed_' || g,
-         md5('c' || g) || md5('c' || g), -(g + 1),
-         jsonb_build_object('tenant_id', %(t)s::text, 'run_id', 'seed-' || (g / {n}),
-           'causal_id', 'c-' || g,
-           'principal_id', 'bench', 'roles', jsonb_build_array('agent'), 'plan_id', %(plan)s::text),
-         'seed', true, 'EFFECT_COMPLETED', now()
+    """INSERT INTO decisions (tenant_id, run_id, causal_id, idempotency_key, tool,
+         payload_digest, payload)
+       SELECT %(t)s, 'seed-' || (g / {n}), 'c-' || g, encode(sha256(('k' || g)::bytea), 'hex'),
+         'echo', md5(g::text) || md5(g::text), jsonb_build_object('n', g, 'text', 'hello')
        FROM generate_series(%(lo)s, %(hi)s - 1) g""",
     """INSERT INTO journal_entries (tenant_id, run_id, position, kind, causal_id, idempotency_key,
-         attempt, intent_id, boundary, body, prev_hash, entry_hash, recorded_at)
+         attempt, intent_id, boundary, retryable, body, prev_hash, entry_hash, recorded_at)
        SELECT %(t)s, 'seed-' || (g / {n}), g %% {n} + 1, 'execution', 'c-' || g,
-         encode(sha256(('k' || g)::bytea), 'hex'), 1, 'int_seed_' || g, 'EFFECT_COMPLETED',
+         encode(sha256(('k' || g)::bytea), 'hex'), 1, 'int_seed_' || g, 'EFFECT_COMPLETED', false,
          jsonb_build_object('tool', 'echo', 'result', jsonb_build_object('n', g, 'text', 'hello'),
-           'plan_id', %(plan)s::text, 'problem', null, 'retryable', false, 'principal_id', 'bench',
-           'capability_id', 'cap_seed_' || g, 'payload_digest', md5(g::text),
-           'confirmation_id', null, 'receipt', jsonb_build_object('position', -(g + 1),
+           'plan_id', %(plan)s::text, 'problem', null, 'retryable', false,
+           'context', jsonb_build_object('principal_id', 'bench'),
+           'capability', jsonb_build_object('id', 'cap_seed_' || g, 'state', 'CONSUMED'),
+           'payload_digest', md5(g::text), 'confirmation_id', null,
+           'receipt', jsonb_build_object('position', g %% {n} + 1,
              'intent_commitment', md5('c' || g) || md5('c' || g), 'store_fingerprint', 'seed')),
          md5((g - 1)::text) || md5((g - 1)::text), md5(g::text) || md5(g::text), now()
        FROM generate_series(%(lo)s, %(hi)s - 1) g""",
@@ -161,26 +147,20 @@ def _load_chain(url: str, plan: str, entries: int, prefix: str) -> str:
             "attempt": 1,
             "intent_id": f"int_replay_{position}",
             "boundary": "EFFECT_COMPLETED",
-            "body": {
-                "tool": "echo",
-                "result": {"n": position, "text": "hello"},
-                "plan_id": plan,
-                "problem": None,
-                "retryable": False,
-                "principal_id": "bench",
-                "capability_id": f"cap_replay_{position}",
-                "payload_digest": "0" * 64,
-                "confirmation_id": None,
-                "receipt": {
-                    "position": position,
-                    "intent_commitment": "0" * 64,
-                    "store_fingerprint": "bench",
-                },
-            },
+            "body": artifact_text(
+                ExecutionArtifact(
+                    tool="echo",
+                    plan_id=PlanId(plan),
+                    payload_digest="0" * 64,
+                    result={"n": position, "text": "hello"},
+                    receipt=Receipt(
+                        position=position, intent_commitment="0" * 64, store_fingerprint="bench"
+                    ),
+                )
+            ),
             "prev_hash": prev,
             "recorded_at": recorded_at,
         }
-        fields["body"] = body_text(fields["body"])
         prev = chain_hash(
             **{k: v for k, v in fields.items() if k not in ("body", "recorded_at")},
             recorded_at=recorded_text(recorded_at),

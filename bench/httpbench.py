@@ -35,7 +35,7 @@ _DUE = """
       FROM pg_stat_user_tables
      WHERE relname = ANY(%s)
 """
-_LIFECYCLE = ["intents", "capabilities", "actions", "runs", "journal_entries", "confirmations"]
+_LIFECYCLE = ["attempts", "decisions", "runs", "journal_entries", "confirmations"]
 
 
 @contextmanager

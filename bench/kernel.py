@@ -70,7 +70,10 @@ async def open_kernel(url: str, prefix: str) -> AsyncIterator[Kernel]:
         lifecycle = compose_lifecycle(
             store=store, tools=builtin_tools(tempfile.mkdtemp(prefix="arvis-bench-sandbox-"))
         )
+        # Like every admitting process, the kernel holds a lease (DESIGN §6).
+        await lifecycle.lease.claim()
         yield Kernel(store, lifecycle, prefix, itertools.count())
     finally:
         await lifecycle.handler.drain()
+        await lifecycle.lease.release()
         await store.close()

@@ -41,7 +41,7 @@ async def round_trips(url: str, count: int = 50) -> dict[str, Any]:
         # while the plan cache and everything else in the kernel stay warm.
         await kernel.store.engine.dispose()
         with WireTrace(kernel.store.engine) as trace:
-            await trace.attach_pool(kernel.store.fast)
+            await trace.attach_pool(kernel.store.ops)
             await kernel.timed(count)
         return trace.analyse(count)
 

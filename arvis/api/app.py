@@ -6,16 +6,18 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.responses import JSONResponse
 
 from arvis import __version__
 from arvis.api.fastlane import SyscallFastLane
+from arvis.api.identity import AnyIdentity
 from arvis.api.logs import configure_json_logging
 from arvis.api.metrics import ApiMetrics
 from arvis.api.middleware import AccessLog, BodyGuard, Deadline
 from arvis.api.problems import install_problem_handlers
 from arvis.api.routes import confirmations, runs, syscalls, system
 from arvis.bootstrap import Kernel, build_kernel
-from arvis.config import load_settings
+from arvis.config import Environment, load_settings
 
 KernelFactory = Callable[[], Awaitable[Kernel]]
 
@@ -26,21 +28,26 @@ def create_app(
     max_body_bytes: int | None = None,
     request_timeout_s: float | None = None,
     fast_lane: bool = True,
+    environment: Environment | None = None,
     owns_kernel: bool = True,
 ) -> FastAPI:
     """Build the app; the kernel is wired at start-up and closed at shutdown.
 
-    ``max_body_bytes`` and ``request_timeout_s`` default to ``ARVIS_MAX_BODY_BYTES``
-    and ``ARVIS_REQUEST_TIMEOUT_S``. ``fast_lane=False`` leaves every syscall to
-    the FastAPI route (arvis.api.fastlane; the tests compare the two).
-    ``owns_kernel=False`` leaves starting and closing the kernel to the caller
-    (``arvis serve-turn`` starts it before it listens and closes it after).
+    ``max_body_bytes``, ``request_timeout_s`` and ``environment`` default to
+    ``ARVIS_MAX_BODY_BYTES``, ``ARVIS_REQUEST_TIMEOUT_S`` and ``ARVIS_ENV``; in
+    production the API docs are not served and the OpenAPI schema needs a key
+    (docs/http.md). ``fast_lane=False`` leaves every syscall to the FastAPI route
+    (arvis.api.fastlane; the tests compare the two). ``owns_kernel=False`` leaves
+    starting and closing the kernel to the caller (``arvis serve-turn`` starts it
+    before it listens and closes it after).
     """
     factory = kernel_factory or build_kernel
-    if max_body_bytes is None or request_timeout_s is None:
+    if max_body_bytes is None or request_timeout_s is None or environment is None:
         settings = load_settings()
         max_body_bytes = max_body_bytes or settings.max_body_bytes
         request_timeout_s = request_timeout_s or settings.request_timeout_s
+        environment = environment or settings.env
+    open_docs = environment is not Environment.PRODUCTION
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -61,7 +68,12 @@ def create_app(
         version=__version__,
         lifespan=lifespan,
         description="Durable effect governance for AI agents. See docs/http.md.",
+        openapi_url="/openapi.json" if open_docs else None,
+        docs_url="/docs" if open_docs else None,
+        redoc_url="/redoc" if open_docs else None,
     )
+    if not open_docs:
+        _serve_schema_to_keys(app)
     metrics = ApiMetrics()
     app.state.metrics = metrics
     install_problem_handlers(app)
@@ -81,10 +93,21 @@ def create_app(
     return app
 
 
+def _serve_schema_to_keys(app: FastAPI) -> None:
+    # In production every route but health needs a key (DESIGN §7). A browser cannot
+    # send one to /docs or /redoc, so those are not served; a client generator can
+    # send one for the schema.
+    @app.get("/openapi.json", include_in_schema=False)
+    async def openapi(_: AnyIdentity) -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+
 def create_served_app() -> FastAPI:
     """What ``arvis serve`` runs in each worker: JSON logs, settings from the environment."""
     settings = load_settings()
     configure_json_logging(settings.log_level)
     return create_app(
-        max_body_bytes=settings.max_body_bytes, request_timeout_s=settings.request_timeout_s
+        max_body_bytes=settings.max_body_bytes,
+        request_timeout_s=settings.request_timeout_s,
+        environment=settings.env,
     )

@@ -31,9 +31,14 @@ STATUS_BY_CODE: dict[str, int] = {
     "conflict": 409,
     "causal_id_conflict": 409,
     "chain_broken": 409,
+    "journal_conflict": 409,
+    "capability_state_conflict": 409,
+    "integrity_conflict": 409,
     "run_not_served": 421,
     "body_too_large": 413,
     "unsupported_media_type": 415,
+    "header_too_large": 431,
+    "header_timeout": 408,
     "not_acceptable": 406,
     "store_unavailable": 503,
     "store_error": 503,
@@ -42,10 +47,13 @@ STATUS_BY_CODE: dict[str, int] = {
     "audit_receipt_invalid": 503,
     "plan_unavailable": 503,
     "plan_not_found": 503,
+    "plan_mismatch": 503,
+    "plan_error": 503,
     "schema_not_ready": 503,
     "shutting_down": 503,
     "lease_not_held": 503,
     "request_timeout": 503,
+    "too_many_connections": 503,
     "internal_error": 500,
 }
 
@@ -62,9 +70,14 @@ TITLES: dict[str, str] = {
     "conflict": "Conflict",
     "causal_id_conflict": "Causal id already names another decision",
     "chain_broken": "The run's journal does not verify; nothing was replayed",
+    "journal_conflict": "A different result is already journaled for this attempt",
+    "capability_state_conflict": "The capability is not in the state this step needs",
+    "integrity_conflict": "A concurrent write conflicts with this one",
     "run_not_served": "This instance serves another run's turn; nothing was recorded",
     "body_too_large": "Request body too large",
     "unsupported_media_type": "Unsupported media type",
+    "header_too_large": "Request header too large",
+    "header_timeout": "Request header not received in time",
     "not_acceptable": "Not acceptable",
     "store_unavailable": "Store unavailable",
     "store_error": "Store error",
@@ -73,25 +86,35 @@ TITLES: dict[str, str] = {
     "audit_receipt_invalid": "Audit receipt invalid; nothing ran",
     "plan_unavailable": "Tool plan unavailable",
     "plan_not_found": "Tool plan not found",
+    "plan_mismatch": "Tool plan does not verify",
+    "plan_error": "Tool plan error",
     "schema_not_ready": "Store not migrated",
     "shutting_down": "Shutting down",
     "lease_not_held": "This instance holds no live lease; nothing ran",
     "request_timeout": "No answer within the request deadline",
+    "too_many_connections": "Too many connections",
     "internal_error": "Internal error",
 }
 
 
-def problem(code: str, detail: str, *, status: int | None = None, **extra: Any) -> JSONResponse:
-    """A problem+json response with a stable ``code``."""
-    status = status or STATUS_BY_CODE.get(code, 400)
-    body: dict[str, Any] = {
+def problem_document(
+    code: str, detail: str, *, status: int | None = None, **extra: Any
+) -> dict[str, Any]:
+    """The RFC 9457 members of a problem with a stable ``code``."""
+    return {
         "type": f"urn:arvis:problem:{code}",
         "title": TITLES.get(code, code.replace("_", " ").capitalize()),
-        "status": status,
+        "status": status or STATUS_BY_CODE.get(code, 400),
         "detail": detail,
         "code": code,
         **extra,
     }
+
+
+def problem(code: str, detail: str, *, status: int | None = None, **extra: Any) -> JSONResponse:
+    """A problem+json response with a stable ``code``."""
+    body = problem_document(code, detail, status=status, **extra)
+    status = int(body["status"])
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return JSONResponse(body, status_code=status, media_type=PROBLEM_MEDIA_TYPE, headers=headers)
 

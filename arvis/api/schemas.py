@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from arvis.lifecycle.results import SyscallResult
 
@@ -90,9 +90,27 @@ class ConfirmationList(_Out):
     next_after: str | None
 
 
+def _storable_text(value: str) -> str:
+    # As for payload strings (arvis.domain.canonical): PostgreSQL text cannot hold
+    # U+0000, and a lone surrogate is not Unicode; refuse both before anything is
+    # recorded, as a validation error, not a failed write.
+    if "\x00" in value:
+        raise ValueError("may not contain U+0000")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("may not contain unpaired surrogates") from None
+    return value
+
+
+Reason = Annotated[str, Field(max_length=500), AfterValidator(_storable_text)]
+"""Free text a client sends for the record: at most 500 characters, no U+0000, no
+unpaired surrogates."""
+
+
 class DecisionBody(BaseModel):
     """Optional body of approve and deny."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    reason: str | None = Field(default=None, max_length=500)
+    reason: Reason | None = None

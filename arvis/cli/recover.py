@@ -10,8 +10,7 @@ import typer
 from arvis.bootstrap import Kernel
 from arvis.cli.common import with_kernel
 from arvis.cli.output import emit_json, table
-from arvis.lifecycle.clock import SystemClock
-from arvis.lifecycle.recovery import RecoverySweeper, SettledIntent
+from arvis.lifecycle.recovery import SettledIntent
 
 
 def recover(
@@ -24,7 +23,7 @@ def recover(
     """
 
     async def sweep(kernel: Kernel) -> list[SettledIntent]:
-        return await RecoverySweeper(kernel.store, SystemClock()).sweep()
+        return await kernel.lifecycle.sweeper.sweep()
 
     settled = with_kernel(sweep)
     rows = [{**dataclasses.asdict(item), "boundary": item.boundary.value} for item in settled]

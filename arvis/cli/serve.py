@@ -114,7 +114,7 @@ def _key_export(role: str, keys_file: Path) -> str:
 def _serve(
     settings: Settings, target: DatabaseTarget, *, host: str, port: int, workers: int
 ) -> None:
-    import uvicorn
+    from arvis.api import server
 
     # Workers are separate processes: they reach the (possibly embedded) database
     # through the URL this parent resolved, and never start their own server.
@@ -123,12 +123,4 @@ def _serve(
     # SystemExit instead lets the embedded PostgreSQL be stopped at exit.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     typer.echo(f"ARVIS {__version__} serving on http://{host}:{port}", err=True)
-    uvicorn.run(
-        "arvis.api.app:create_served_app",
-        factory=True,
-        host=host,
-        port=port,
-        workers=workers,
-        log_level=settings.log_level.lower(),
-        access_log=False,
-    )
+    server.serve(settings, host=host, port=port, workers=workers)

@@ -108,6 +108,7 @@ def _server(kernel: Kernel, on_listening: Callable[[], None]) -> uvicorn.Server:
     import uvicorn
 
     from arvis.api.app import create_app
+    from arvis.api.server import ConnectionLimits, ServerConfig
 
     async def provide() -> Kernel:
         return kernel
@@ -117,6 +118,7 @@ def _server(kernel: Kernel, on_listening: Callable[[], None]) -> uvicorn.Server:
         provide,
         max_body_bytes=settings.max_body_bytes,
         request_timeout_s=settings.request_timeout_s,
+        environment=settings.env,
         owns_kernel=False,
     )
 
@@ -133,8 +135,10 @@ def _server(kernel: Kernel, on_listening: Callable[[], None]) -> uvicorn.Server:
             if self.started:
                 on_listening()
 
-    config = uvicorn.Config(
+    # The connection limits of `arvis serve` (arvis.api.server), on this one process.
+    config = ServerConfig(
         app,
+        limits=ConnectionLimits.from_settings(settings),
         lifespan="on",
         log_config=None,
         log_level=settings.log_level.lower(),

@@ -35,6 +35,8 @@ class Intent(BaseModel):
     attempt: int = Field(ge=1)
     capability_id: CapabilityId
     confirmation_id: ConfirmationId | None = None
+    admitted_at: datetime
+    """When admission decided it: the time of its capability's three transitions."""
 
     @property
     def commitment(self) -> str:

@@ -1,14 +1,19 @@
 """ToolAuthorizationService: may this exact call happen, and on what terms?
 
-One pass inside the admission unit of work: the tool in the run's plan, the
-payload against its schema, the sealed context, the idempotency key and the
-retry table of DESIGN §4, the policy, the egress gate and the consent gate.
-It mints nothing; the :class:`~arvis.lifecycle.manager.ToolManager` does.
+:meth:`ToolAuthorizationService.decide` is pure: given one admission request
+and what the store knows of the decision's history, it applies DESIGN §4 in a
+fixed order — the causal id's binding, consent bound to its requester, the
+retry table, the tool in the run's plan, the payload against its schema, the
+sealed context, the policy with its capability and egress gates, and the
+consent gate — and answers one step. It reads nothing and writes nothing: the
+admission loop (:mod:`arvis.lifecycle.admission`) has the store write the step,
+and the store checks, atomically, that the history it was decided on is still
+the history.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -22,8 +27,9 @@ from arvis.domain.idempotency import derive_idempotency_key
 from arvis.domain.identity import Identity
 from arvis.domain.ids import CausalId, IdempotencyKey, InstanceId, PlanId, RunId
 from arvis.domain.payload import FrozenEffectPayload
+from arvis.domain.states import ConfirmationState
 from arvis.lifecycle.policy import ToolPolicy
-from arvis.lifecycle.ports import ActionRecord, ConfirmationRecord, LifecycleUnitOfWork
+from arvis.lifecycle.ports import ConfirmationRecord, DecisionHistory
 from arvis.tools.plans import ToolPlan
 
 
@@ -38,53 +44,59 @@ class AdmissionRequest:
     """None when the run's plan could not be leased."""
     plan_id: PlanId
     instance_id: InstanceId
+    idempotency_key: IdempotencyKey = field(init=False)
 
-    @property
-    def idempotency_key(self) -> IdempotencyKey:
-        return derive_idempotency_key(
+    def __post_init__(self) -> None:
+        key = derive_idempotency_key(
             self.identity.tenant_id, self.run_id, self.causal_id, self.tool, self.payload.digest
         )
+        object.__setattr__(self, "idempotency_key", key)
 
 
 @dataclass(frozen=True, slots=True)
 class Proceed:
-    """Authorized: mint a capability for this attempt."""
+    """Authorized: admit attempt ``snapshot.attempt`` under a fresh capability."""
 
     snapshot: AuthorizationSnapshot
-    action: ActionRecord
     confirmation: ConfirmationRecord | None
-    """The approved confirmation to reserve, if consent was needed."""
+    """The consent the attempt acts under (APPROVED: reserve it; CONSUMED: re-check)."""
+
+    @property
+    def reserve(self) -> bool:
+        return (
+            self.confirmation is not None and self.confirmation.state is ConfirmationState.APPROVED
+        )
 
 
 @dataclass(frozen=True, slots=True)
 class Refuse:
     denial: DenialSnapshot
-    action: ActionRecord
-
-    @property
-    def attempt(self) -> int | None:
-        """The attempt number this refusal takes, or None when it is not an attempt."""
-        return self.action.attempts + 1 if self.denial.reason.is_attempt else None
+    attempt: int | None
+    """The attempt number this refusal takes, or None when it is not an attempt."""
+    expire: ConfirmationRecord | None = None
+    """A confirmation found expired at the moment of use: mark it so first."""
 
 
 @dataclass(frozen=True, slots=True)
 class Deduplicated:
-    action: ActionRecord
+    position: int
+    """The journal position of the recorded result."""
 
 
 @dataclass(frozen=True, slots=True)
 class InFlight:
-    action: ActionRecord
+    pass
 
 
 @dataclass(frozen=True, slots=True)
 class AwaitConsent:
-    action: ActionRecord
     context: AuthorizedEffectContext
     existing: ConfirmationRecord | None
 
 
 AuthorizationStep = Proceed | Refuse | Deduplicated | InFlight | AwaitConsent
+"""The authorization outcome of DESIGN §1 (``Proceed`` carries the sealed snapshot,
+``Refuse`` the typed denial), with the retry table's answers that decide nothing anew."""
 
 
 class ToolAuthorizationService:
@@ -94,33 +106,27 @@ class ToolAuthorizationService:
         # Definitions are immutable and fingerprinted: compile each schema once.
         self._validators: dict[str, Draft202012Validator] = {}
 
-    async def authorize(
-        self, uow: LifecycleUnitOfWork, request: AdmissionRequest
-    ) -> AuthorizationStep:
+    def decide(self, request: AdmissionRequest, history: DecisionHistory) -> AuthorizationStep:
         identity = request.identity
         key = request.idempotency_key
-        action = await uow.actions.claim(
-            identity.tenant_id,
-            key,
-            request.run_id,
-            request.causal_id,
-            request.tool,
-            request.payload.digest,
-        )
         definition = None if request.plan is None else request.plan.definitions.get(request.tool)
 
-        def refuse(reason: DenialReason, detail: str) -> Refuse:
-            return Refuse(
-                DenialSnapshot(
-                    reason=reason, detail=detail, tool=request.tool, idempotency_key=key
-                ),
-                action,
+        def refuse(reason: DenialReason, detail: str, **policy: str) -> Refuse:
+            denial = DenialSnapshot(
+                reason=reason, detail=detail, tool=request.tool, idempotency_key=key, **policy
             )
+            return Refuse(denial, history.next_attempt if reason.is_attempt else None)
 
+        if history.bound_key is not None and history.bound_key != key:
+            return refuse(
+                DenialReason.CAUSAL_ID_CONFLICT,
+                f"causal id {request.causal_id!r} of run {request.run_id!r} already names "
+                "another decision; a corrected decision needs a new causal id",
+            )
+        confirmation = history.confirmation
         # Consent is bound to the principal that asked for it, in every state of the
         # confirmation (DESIGN §4): whoever else posts this decision is refused
         # before the retry table, a dedupe or a re-ask could act on that consent.
-        confirmation = await uow.confirmations.get(identity.tenant_id, key, for_update=True)
         if confirmation is not None and not confirmation.requested_for(
             identity.tenant_id, identity.principal_id
         ):
@@ -129,7 +135,7 @@ class ToolAuthorizationService:
                 "consent for this action was asked by another principal; only that "
                 "principal may proceed under it",
             )
-        earlier = _apply_retry_table(action, definition)
+        earlier = _apply_retry_table(history, definition)
         if earlier is not None:
             if isinstance(earlier, DenialReason):
                 return refuse(earlier, _RETRY_DETAILS[earlier])
@@ -153,29 +159,26 @@ class ToolAuthorizationService:
             plan_id=request.plan_id,
             instance_id=request.instance_id,
         )
-        destination = request.plan.destination(request.tool)
         decision = self.policy.evaluate(
-            context, definition, request.payload, destination=destination
+            context,
+            definition,
+            request.payload,
+            destination=request.plan.destination(request.tool),
         )
+        versions = {
+            "policy_version": decision.policy_version,
+            "policy_digest": decision.policy_digest,
+        }
         if not decision.allowed:
             assert decision.reason is not None
-            return Refuse(
-                DenialSnapshot(
-                    reason=decision.reason,
-                    detail=decision.detail,
-                    tool=request.tool,
-                    idempotency_key=key,
-                    policy_version=decision.policy_version,
-                    policy_digest=decision.policy_digest,
-                ),
-                action,
-            )
-
+            return refuse(decision.reason, decision.detail, **versions)
         if decision.consent_required:
-            gate = await self._consent_gate(uow, action, context, confirmation)
+            gate = self._consent_gate(context, confirmation)
+            if isinstance(gate, tuple):
+                reason, expired = gate
+                refusal = refuse(reason, _CONSENT_DETAILS[reason])
+                return Refuse(refusal.denial, refusal.attempt, expire=expired)
             if gate is not None:
-                if isinstance(gate, DenialReason):
-                    return refuse(gate, _CONSENT_DETAILS[gate])
                 return gate
         snapshot = AuthorizationSnapshot(
             context=context,
@@ -183,23 +186,15 @@ class ToolAuthorizationService:
             definition_fingerprint=definition.fingerprint,
             payload_digest=request.payload.digest,
             idempotency_key=key,
-            attempt=action.attempts + 1,
-            policy_version=decision.policy_version,
-            policy_digest=decision.policy_digest,
+            attempt=history.next_attempt,
             confirmation_id=(
                 confirmation.confirmation_id
                 if confirmation is not None and decision.consent_required
                 else None
             ),
+            **versions,
         )
-        reserve = (
-            confirmation
-            if confirmation is not None
-            and decision.consent_required
-            and confirmation.state == "APPROVED"
-            else None
-        )
-        return Proceed(snapshot, action, reserve)
+        return Proceed(snapshot, confirmation if decision.consent_required else None)
 
     def schema_problem(self, definition: ToolDefinition, value: Any) -> str | None:
         validator = self._validators.get(definition.fingerprint)
@@ -212,47 +207,45 @@ class ToolAuthorizationService:
         where = "/".join(str(part) for part in error.absolute_path) or "(root)"
         return f"payload does not match the input schema at {where}: {error.message[:300]}"
 
-    async def _consent_gate(
-        self,
-        uow: LifecycleUnitOfWork,
-        action: ActionRecord,
-        context: AuthorizedEffectContext,
-        confirmation: ConfirmationRecord | None,
-    ) -> AwaitConsent | InFlight | DenialReason | None:
+    def _consent_gate(
+        self, context: AuthorizedEffectContext, confirmation: ConfirmationRecord | None
+    ) -> AwaitConsent | InFlight | tuple[DenialReason, ConfirmationRecord | None] | None:
+        """The consent gate: ask, wait, refuse (with the confirmation to mark expired,
+        when it expired only now), or go on (None)."""
         if confirmation is None:
-            return AwaitConsent(action, context, None)
+            return AwaitConsent(context, None)
         state = confirmation.state
-        if state in ("PENDING", "APPROVED") and confirmation.expires_at <= self.clock.now():
-            await uow.confirmations.transition(
-                confirmation.tenant_id, confirmation.confirmation_id, (state,), "EXPIRED"
-            )
-            return DenialReason.CONFIRMATION_EXPIRED
-        if state == "PENDING":
-            return AwaitConsent(action, context, confirmation)
-        if state == "DENIED":
-            return DenialReason.CONFIRMATION_DENIED
-        if state == "EXPIRED":
-            return DenialReason.CONFIRMATION_EXPIRED
-        if state == "RESERVED":
-            return InFlight(action)
+        if state in _USABLE and confirmation.expires_at <= self.clock.now():
+            return DenialReason.CONFIRMATION_EXPIRED, confirmation
+        if state is ConfirmationState.PENDING:
+            return AwaitConsent(context, confirmation)
+        if state is ConfirmationState.DENIED:
+            return DenialReason.CONFIRMATION_DENIED, None
+        if state is ConfirmationState.EXPIRED:
+            return DenialReason.CONFIRMATION_EXPIRED, None
+        if state is ConfirmationState.RESERVED:
+            return InFlight()
         # APPROVED: reserve it. CONSUMED: consent was given for this very action and
         # the retry table has already decided that another attempt is allowed.
         return None
 
 
+_USABLE = (ConfirmationState.PENDING, ConfirmationState.APPROVED)
+
+
 def _apply_retry_table(
-    action: ActionRecord, definition: ToolDefinition | None
+    history: DecisionHistory, definition: ToolDefinition | None
 ) -> Deduplicated | InFlight | DenialReason | None:
-    """DESIGN §4, given the latest attempt of this idempotency key."""
-    if action.in_flight:
-        return InFlight(action)
-    last = action.last_boundary
-    if last is None or last.retry_is_free:
+    """DESIGN §4, given the decision's latest attempt."""
+    if history.in_flight is not None:
+        return InFlight()
+    latest = history.latest
+    if latest is None or latest.boundary.retry_is_free:
         return None
-    if last is EffectBoundary.EFFECT_COMPLETED:
-        return Deduplicated(action)
-    if last is EffectBoundary.EFFECT_FAILED:
-        return None if action.last_retryable else DenialReason.RETRY_NOT_ADVISED
+    if latest.boundary is EffectBoundary.EFFECT_COMPLETED:
+        return Deduplicated(latest.position)
+    if latest.boundary is EffectBoundary.EFFECT_FAILED:
+        return None if latest.retryable else DenialReason.RETRY_NOT_ADVISED
     # EFFECT_STARTED or EFFECT_STATE_UNKNOWN: only a tool that dedupes may go again.
     if definition is not None and definition.replay_safety is not ReplaySafety.UNSAFE:
         return None

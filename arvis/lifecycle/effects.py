@@ -1,5 +1,5 @@
-"""EffectDispatcher: the receipt activates the capability, one conditional update
-consumes it, and the frozen invocation runs with no transaction open.
+"""EffectDispatcher: the frozen invocation runs through the plan's one dispatcher, with
+no transaction open, after its admission committed.
 
 While the tool runs, its start report is made durable before the tool goes on
 (recovery then journals ``EFFECT_STARTED`` for a crash after it), and a
@@ -14,11 +14,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from arvis.domain.artifacts import AuditReceipt, Intent
+from arvis.domain.artifacts import Intent
 from arvis.domain.definitions import ToolDefinition
-from arvis.domain.ids import CallId, IntentId, TenantId
-from arvis.lifecycle.errors import CapabilityError
-from arvis.lifecycle.ports import LifecycleUnitOfWork
+from arvis.domain.ids import CallId, IdempotencyKey, TenantId
 from arvis.tools.base import ToolInvocation
 from arvis.tools.errors import DispatchFailure
 from arvis.tools.layers import Dispatcher
@@ -26,8 +24,8 @@ from arvis.tools.outcome import DispatchOutcome, ToolFailure
 
 log = logging.getLogger(__name__)
 
-MarkStarted = Callable[[TenantId, IntentId], Awaitable[None]]
-"""Writes ``intents.started_at`` in a statement of its own (one round trip)."""
+MarkStarted = Callable[[TenantId, IdempotencyKey, int], Awaitable[None]]
+"""Writes the attempt's ``started_at`` in a statement of its own (one round trip)."""
 
 # How long a tool waits for its start mark before it goes on without it. A lost
 # mark only makes recovery say "unknown" instead of "started": still uncertain.
@@ -52,30 +50,17 @@ class StartReporter:
         intent = self._intent
         try:
             await asyncio.wait_for(
-                self._mark(intent.context.tenant_id, intent.intent_id), START_MARK_TIMEOUT_S
+                self._mark(intent.context.tenant_id, intent.idempotency_key, intent.attempt),
+                START_MARK_TIMEOUT_S,
             )
         except Exception as exc:  # the tool must go on; see START_MARK_TIMEOUT_S
             log.warning("start mark of intent %s not recorded: %s", intent.intent_id, exc)
 
 
 class EffectDispatcher:
-    def __init__(
-        self, manager_id: str, default_deadline_s: float, mark_started: MarkStarted | None = None
-    ) -> None:
-        self.manager_id = manager_id
+    def __init__(self, default_deadline_s: float, mark_started: MarkStarted | None = None) -> None:
         self.default_deadline_s = default_deadline_s
         self.mark_started = mark_started
-
-    async def activate_and_consume(
-        self, uow: LifecycleUnitOfWork, intent: Intent, receipt: AuditReceipt
-    ) -> None:
-        tenant = intent.context.tenant_id
-        # A reused durable position violates the unique receipt column here and
-        # aborts the admission transaction.
-        if not await uow.capabilities.activate(tenant, intent.capability_id, receipt.position):
-            raise CapabilityError(f"capability {intent.capability_id} was not MINTED")
-        if not await uow.capabilities.consume(tenant, intent.capability_id, self.manager_id):
-            raise CapabilityError(f"capability {intent.capability_id} was not ACTIVE for us")
 
     async def dispatch(
         self, dispatcher: Dispatcher, intent: Intent, definition: ToolDefinition | None

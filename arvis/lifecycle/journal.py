@@ -14,13 +14,10 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from arvis.domain.artifacts import GENESIS_HASH, as_utc
-from arvis.domain.boundary import EffectBoundary
-from arvis.domain.canonical import canonical_bytes
-from arvis.domain.ids import ConfirmationId, IdempotencyKey, IntentId, RunId, TenantId
-from arvis.lifecycle.ports import ChainRow, JournalEntry, LifecycleStore, LifecycleUnitOfWork
+from arvis.domain.ids import RunId, TenantId
+from arvis.lifecycle.ports import ChainRow, LifecycleReads, LifecycleStore
 
 VERIFY_PAGE = 5000
 HASH_VERSION = "arvis-journal-v1"
@@ -29,10 +26,6 @@ HASH_VERSION = "arvis-journal-v1"
 def recorded_text(moment: datetime) -> str:
     """The timestamp as it enters the hash: UTC, microseconds, ISO 8601."""
     return as_utc(moment).isoformat(timespec="microseconds")
-
-
-def body_text(body: dict[str, Any]) -> str:
-    return canonical_bytes(body).decode()
 
 
 def chain_hash(
@@ -70,81 +63,6 @@ def chain_hash(
     return hashlib.sha256(preimage.encode()).hexdigest()
 
 
-async def append(
-    uow: LifecycleUnitOfWork,
-    *,
-    tenant_id: TenantId,
-    run_id: RunId,
-    kind: str,
-    causal_id: str,
-    idempotency_key: IdempotencyKey,
-    attempt: int | None,
-    intent_id: str | None,
-    boundary: str | None,
-    body: dict[str, Any],
-    recorded_at: datetime,
-) -> JournalEntry:
-    """Append one entry to the run's chain and return it (see the store's contract)."""
-    return await uow.journal.append(
-        tenant_id=tenant_id,
-        run_id=run_id,
-        kind=kind,
-        causal_id=causal_id,
-        idempotency_key=idempotency_key,
-        attempt=attempt,
-        intent_id=intent_id,
-        boundary=boundary,
-        body_text=body_text(body),
-        recorded_at=recorded_at,
-    )
-
-
-async def record_attempt(
-    uow: LifecycleUnitOfWork,
-    *,
-    tenant_id: TenantId,
-    run_id: RunId,
-    kind: str,
-    causal_id: str,
-    idempotency_key: IdempotencyKey,
-    attempt: int,
-    intent_id: IntentId,
-    boundary: EffectBoundary,
-    body: dict[str, Any],
-    recorded_at: datetime,
-    retryable: bool,
-    confirmation_id: ConfirmationId | None,
-) -> JournalEntry:
-    """Journal an attempt's result and settle it: the intent, the action's latest
-    attempt, and the consent, released only when the effect provably did not start.
-
-    The general path's form of ``arvis_journal_append`` with ``p_settle``
-    (arvis/migrations/sql/0003_functions.sql); the dispatcher's settlement and the
-    recovery sweeper both end an attempt here.
-    """
-    entry = await append(
-        uow,
-        tenant_id=tenant_id,
-        run_id=run_id,
-        kind=kind,
-        causal_id=causal_id,
-        idempotency_key=idempotency_key,
-        attempt=attempt,
-        intent_id=intent_id,
-        boundary=boundary.value,
-        body=body,
-        recorded_at=recorded_at,
-    )
-    await uow.intents.settle(tenant_id, intent_id, boundary)
-    await uow.actions.settle(
-        tenant_id, idempotency_key, attempt, boundary, retryable, entry.position
-    )
-    if confirmation_id is not None:
-        settled = "APPROVED" if boundary.retry_is_free else "CONSUMED"
-        await uow.confirmations.transition(tenant_id, confirmation_id, ("RESERVED",), settled)
-    return entry
-
-
 @dataclass(frozen=True)
 class VerifyReport:
     ok: bool
@@ -157,7 +75,7 @@ ChainVisitor = Callable[[ChainRow], None]
 
 
 async def walk(
-    uow: LifecycleUnitOfWork,
+    reads: LifecycleReads,
     tenant_id: TenantId,
     run_id: RunId,
     visit: ChainVisitor | None = None,
@@ -169,7 +87,7 @@ async def walk(
     that is not part of an intact prefix; the caller must still look at the report
     before trusting what it collected (the break may come later, or at the end).
     """
-    run = await uow.runs.get(tenant_id, run_id)
+    run = await reads.run(tenant_id, run_id)
     if run is None:
         raise LookupError(run_id)
     expected_prev = GENESIS_HASH
@@ -177,7 +95,7 @@ async def walk(
     count = 0
     after = 0
     while True:
-        rows = await uow.journal.chain(run_id, tenant_id, after, VERIFY_PAGE)
+        rows = await reads.chain(tenant_id, run_id, after, VERIFY_PAGE)
         for row in rows:
             position, prev, stored, kind, causal, key, attempt, intent, boundary = row[:9]
             if position != expected_position:
@@ -215,5 +133,5 @@ async def walk(
 
 async def verify(store: LifecycleStore, tenant_id: TenantId, run_id: RunId) -> VerifyReport:
     """Recompute the run's chain; name the first position where it breaks."""
-    async with store.unit_of_work() as uow:
-        return await walk(uow, tenant_id, run_id)
+    async with store.reading() as reads:
+        return await walk(reads, tenant_id, run_id)

@@ -95,10 +95,7 @@ class InstanceLease:
         for slot in range(1, MAX_SLOTS + 1):
             name = f"{self.instance_id}/{slot}"
             sent = self._monotonic()
-            async with self.store.unit_of_work() as uow:
-                taken = await uow.leases.claim(name, self.holder, self.ttl_s)
-                await uow.commit()
-            if taken:
+            if await self.store.claim_lease(name, self.holder, self.ttl_s):
                 self._name = name
                 self._extend(sent)
                 return name
@@ -114,10 +111,7 @@ class InstanceLease:
             await self.claim()
             return
         sent = self._monotonic()
-        async with self.store.unit_of_work() as uow:
-            kept = await uow.leases.beat(self._name, self.holder, self.ttl_s)
-            await uow.commit()
-        if kept:
+        if await self.store.beat_lease(self._name, self.holder, self.ttl_s):
             self._extend(sent)
             return
         self._good_until = 0.0
@@ -129,9 +123,7 @@ class InstanceLease:
         if self._name is None:
             return
         name, self._name, self._good_until = self._name, None, 0.0
-        async with self.store.unit_of_work() as uow:
-            await uow.leases.release(name, self.holder)
-            await uow.commit()
+        await self.store.release_lease(name, self.holder)
 
     def _extend(self, sent: float) -> None:
         self._good_until = sent + self.ttl_s * (1 - _MARGIN)

@@ -1,4 +1,14 @@
-"""IntentOutboxService: the intent and its audit receipt, before anything runs."""
+"""IntentOutboxService: the intent's audit receipt, checked on every path (DESIGN §1).
+
+The built-in sink is the store: the admission statement records the intent and
+assigns the receipt's durable position (the run's next receipt number). A
+declared sink records the intent first, before the admission statement runs, and
+answers its own receipt. Either way the receipt is checked: it must commit to
+exactly this intent, name its run and causal id and this store, and carry a
+positive durable position; the admission statement also refuses a position that
+is not past the run's last one. A declared sink's failure or bad receipt stops
+the admission before anything is written.
+"""
 
 from __future__ import annotations
 
@@ -7,29 +17,40 @@ import logging
 from arvis.domain.artifacts import AuditReceipt, Intent
 from arvis.domain.errors import ArvisError
 from arvis.lifecycle.errors import AuditSinkFailure, InvalidReceipt
-from arvis.lifecycle.ports import AuditSink, LifecycleUnitOfWork
+from arvis.lifecycle.ports import AuditSink
 
 log = logging.getLogger(__name__)
 
 
 class IntentOutboxService:
-    def __init__(self, sink: AuditSink, store_fingerprint: str) -> None:
+    def __init__(self, sink: AuditSink | None, store_fingerprint: str) -> None:
         self.sink = sink
+        """A declared sink; None: the store's own (built-in) sink."""
         self.store_fingerprint = store_fingerprint
 
-    async def record(self, uow: LifecycleUnitOfWork, intent: Intent) -> AuditReceipt:
-        """Write the intent through the sink and check the receipt names it exactly.
-
-        Any failure aborts the admission transaction: no capability is consumed
-        and no tool body runs.
-        """
+    async def declared_receipt(self, intent: Intent) -> AuditReceipt | None:
+        """The declared sink's checked receipt for ``intent``; None for the built-in sink."""
+        if self.sink is None:
+            return None
         try:
-            receipt = await self.sink.record(uow, intent)
+            receipt = await self.sink.record(intent)
         except ArvisError:
             raise
         except Exception as exc:
             log.exception("audit sink failed for intent %s", intent.intent_id)
             raise AuditSinkFailure("the audit sink failed; nothing was run") from exc
+        self.check(receipt, intent)
+        return receipt
+
+    def builtin_receipt(self, intent: Intent, position: int) -> AuditReceipt:
+        """The built-in sink's receipt at the position the store assigned, checked."""
+        receipt = AuditReceipt(
+            intent_commitment=intent.commitment,
+            run_id=intent.context.run_id,
+            causal_id=intent.context.causal_id,
+            position=position,
+            store_fingerprint=self.store_fingerprint,
+        )
         self.check(receipt, intent)
         return receipt
 

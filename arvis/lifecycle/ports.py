@@ -1,20 +1,26 @@
-"""Storage ports of the lifecycle. ``arvis.store`` implements them on PostgreSQL.
+"""Storage ports of the lifecycle (DESIGN §2 "one writer, one decider").
 
-Each method is one statement inside the caller's unit of work; only the
-lifecycle opens units of work, and leaving one without ``commit()`` rolls back.
+Python decides; the store writes. Every lifecycle write step is one store
+operation — one server-side function, one round trip, one commit — called from
+one place: :meth:`LifecycleStore.admit` (admission), :meth:`~LifecycleStore.journal`
+(every journal entry: refusals, settlements, recoveries, consent decisions, each
+with the state changes that go with it), :meth:`~LifecycleStore.request_consent`,
+:meth:`~LifecycleStore.mark_started`, :meth:`~LifecycleStore.expire_confirmation`
+and the lease operations. Reads that must see one snapshot go through
+:meth:`~LifecycleStore.reading`.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from types import TracebackType
-from typing import Any, Protocol, Self
+from typing import Any, Literal, Protocol
 
 from arvis.domain.artifacts import AuditReceipt, Intent
 from arvis.domain.boundary import EffectBoundary
-from arvis.domain.errors import ArvisError
 from arvis.domain.ids import (
     CapabilityId,
     ConfirmationId,
@@ -24,18 +30,8 @@ from arvis.domain.ids import (
     RunId,
     TenantId,
 )
-
-
-class CausalIdConflict(ArvisError):
-    """One causal id names one decision for ever (DESIGN §4)."""
-
-    code = "causal_id_conflict"
-
-    def __init__(self, run_id: str, causal_id: str) -> None:
-        super().__init__(
-            f"causal id {causal_id!r} of run {run_id!r} already names another decision; "
-            "a corrected decision needs a new causal id"
-        )
+from arvis.domain.journal import JournalArtifact, read_artifact
+from arvis.domain.states import ConfirmationState
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,21 +45,6 @@ class RunRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class ActionRecord:
-    """One logical action (one idempotency key) and its latest attempt."""
-
-    idempotency_key: IdempotencyKey
-    run_id: RunId
-    causal_id: str
-    tool: str
-    attempts: int
-    in_flight: bool
-    last_boundary: EffectBoundary | None
-    last_retryable: bool | None
-    last_position: int | None
-
-
-@dataclass(frozen=True, slots=True)
 class ConfirmationRecord:
     confirmation_id: ConfirmationId
     tenant_id: TenantId
@@ -72,7 +53,7 @@ class ConfirmationRecord:
     idempotency_key: IdempotencyKey
     tool: str
     payload: Any
-    state: str
+    state: ConfirmationState
     context: dict[str, Any]
     decided_by: str | None
     decision_reason: str | None
@@ -118,6 +99,11 @@ class JournalEntry:
         loaded: dict[str, Any] = json.loads(self.body_text)
         return loaded
 
+    @property
+    def artifact(self) -> JournalArtifact:
+        """The typed value of the body (arvis.domain.journal)."""
+        return read_artifact(self.kind, self.body_text)
+
 
 ChainRow = tuple[int, str, str, str, str, str, int | None, str | None, str | None, datetime, str]
 """(position, prev_hash, entry_hash, kind, causal_id, idempotency_key, attempt,
@@ -125,196 +111,164 @@ intent_id, boundary, recorded_at, body_text)"""
 
 
 @dataclass(frozen=True, slots=True)
-class UnsettledIntent:
-    """An intent whose result was never journaled, as recovery finds it."""
+class LatestAttempt:
+    """The last journaled attempt of a decision: what the retry table reads."""
+
+    attempt: int
+    boundary: EffectBoundary
+    retryable: bool
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionHistory:
+    """What the store knows of one decision, for Python to decide on (DESIGN §4)."""
+
+    bound_key: IdempotencyKey | None
+    """The decision the run's causal id names, or None when it names none yet."""
+    latest: LatestAttempt | None
+    in_flight: int | None
+    """The attempt number in flight, if any."""
+    confirmation: ConfirmationRecord | None
+
+    @property
+    def next_attempt(self) -> int:
+        last = max(self.latest.attempt if self.latest else 0, self.in_flight or 0)
+        return last + 1
+
+
+NEW_DECISION = DecisionHistory(bound_key=None, latest=None, in_flight=None, confirmation=None)
+"""The history admission assumes first: the common case, checked by the store."""
+
+
+@dataclass(frozen=True, slots=True)
+class InFlightAttempt:
+    """An attempt whose result was never journaled, as recovery finds it."""
 
     tenant_id: TenantId
-    intent_id: IntentId
-    run_id: RunId
-    causal_id: str
     idempotency_key: IdempotencyKey
     attempt: int
+    run_id: RunId
+    causal_id: str
     tool: str
+    plan_id: PlanId
+    intent_id: IntentId
     capability_id: CapabilityId
-    confirmation_id: ConfirmationId | None
     commitment: str
     receipt_position: int
-    instance_id: str
+    context: dict[str, Any]
+    owner: str
+    confirmation_id: ConfirmationId | None
+    admitted_at: datetime
     started: bool
     """The tool durably reported that its effect started."""
+    payload_digest: str
 
 
-class RunRepository(Protocol):
-    async def get(self, tenant_id: TenantId, run_id: RunId) -> RunRecord | None: ...
-
-    async def create(self, tenant_id: TenantId, run_id: RunId, plan_id: PlanId) -> RunRecord:
-        """Insert the run unless it exists; return the stored row either way."""
-        ...
-
-    async def lock(self, tenant_id: TenantId, run_id: RunId) -> RunRecord:
-        """The run row under FOR UPDATE: the journal's append lock."""
-        ...
-
-    async def advance(self, tenant_id: TenantId, run_id: RunId, length: int, head: str) -> None: ...
-
-    async def flag_audit_incomplete(
-        self, tenant_id: TenantId, run_id: RunId, reason: str
-    ) -> None: ...
+# -- the write steps ---------------------------------------------------------
 
 
-class ActionRepository(Protocol):
-    async def claim(
-        self,
-        tenant_id: TenantId,
-        key: IdempotencyKey,
-        run_id: RunId,
-        causal_id: str,
-        tool: str,
-        payload_digest: str,
-    ) -> ActionRecord:
-        """The action row of ``key`` under FOR UPDATE, created when new.
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """Write an authorized attempt: the capability consumed, the intent recorded."""
 
-        Raises :class:`CausalIdConflict` when the run's causal id already names
-        another decision; the unit of work is then spoiled and must be left.
-        """
-        ...
-
-    async def get(self, tenant_id: TenantId, key: IdempotencyKey) -> ActionRecord | None: ...
-
-    async def begin_attempt(
-        self, tenant_id: TenantId, key: IdempotencyKey, attempt: int
-    ) -> None: ...
-
-    async def record_refusal(
-        self, tenant_id: TenantId, key: IdempotencyKey, attempt: int, position: int
-    ) -> None: ...
-
-    async def settle(
-        self,
-        tenant_id: TenantId,
-        key: IdempotencyKey,
-        attempt: int,
-        boundary: EffectBoundary,
-        retryable: bool,
-        position: int,
-    ) -> None: ...
+    intent: Intent
+    payload_text: str
+    """The frozen payload, kept once on the decision."""
+    reserve: bool
+    """Reserve the intent's APPROVED confirmation for this attempt."""
+    receipt: AuditReceipt | None
+    """An external sink's receipt; None lets the store assign the next position."""
 
 
-class CapabilityRepository(Protocol):
-    async def mint(
-        self,
-        tenant_id: TenantId,
-        capability_id: CapabilityId,
-        run_id: RunId,
-        key: IdempotencyKey,
-        attempt: int,
-        manager_id: str,
-    ) -> None: ...
-
-    async def activate(
-        self, tenant_id: TenantId, capability_id: CapabilityId, receipt_position: int
-    ) -> bool:
-        """MINTED → ACTIVE carrying the receipt; False when not MINTED."""
-        ...
-
-    async def consume(
-        self, tenant_id: TenantId, capability_id: CapabilityId, manager_id: str
-    ) -> bool:
-        """ACTIVE → CONSUMED for this manager only; False when zero rows changed."""
-        ...
-
-    async def revoke(self, tenant_id: TenantId, capability_id: CapabilityId, reason: str) -> bool:
-        """MINTED or ACTIVE → REVOKED."""
-        ...
-
-    async def state(self, tenant_id: TenantId, capability_id: CapabilityId) -> str | None: ...
+AdmitStatus = Literal["admitted", "stale", "plan_mismatch", "causal_conflict", "receipt_reused"]
 
 
-class IntentRepository(Protocol):
-    async def settle(
-        self, tenant_id: TenantId, intent_id: IntentId, boundary: EffectBoundary
-    ) -> bool: ...
-
-    async def unsettled(
-        self,
-        *,
-        limit: int,
-        owner: str | None = None,
-        intent: tuple[TenantId, IntentId] | None = None,
-    ) -> list[UnsettledIntent]:
-        """Unsettled intents under FOR UPDATE SKIP LOCKED: that one ``intent`` when
-        given, else of lease name ``owner`` when given, else of every owner whose
-        lease expired or was released."""
-        ...
-
-    async def run_of(self, tenant_id: TenantId, intent_id: IntentId) -> RunId | None: ...
-
-    async def mark_started(self, tenant_id: TenantId, intent_id: IntentId) -> None:
-        """Record, durably, that the intent's tool reported its effect started."""
-        ...
+@dataclass(frozen=True, slots=True)
+class AdmitAnswer:
+    status: AdmitStatus
+    receipt_position: int | None
+    run_plan: PlanId | None
 
 
-class ConfirmationRepository(Protocol):
-    async def get(
-        self, tenant_id: TenantId, key: IdempotencyKey, *, for_update: bool
-    ) -> ConfirmationRecord | None: ...
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """Bind the run (to ``plan_id``) and its causal id (to this decision) first."""
 
-    async def by_id(
-        self, tenant_id: TenantId, confirmation_id: ConfirmationId, *, for_update: bool
-    ) -> ConfirmationRecord | None: ...
-
-    async def create_pending(
-        self,
-        record: ConfirmationRecord,
-        payload_digest: str,
-    ) -> ConfirmationRecord: ...
-
-    async def transition(
-        self,
-        tenant_id: TenantId,
-        confirmation_id: ConfirmationId,
-        from_states: tuple[str, ...],
-        to_state: str,
-        *,
-        decided_by: str | None = None,
-        reason: str | None = None,
-        decided_at: datetime | None = None,
-    ) -> bool:
-        """Conditional state change; False when the row was not in ``from_states``."""
-        ...
-
-    async def list(
-        self, tenant_id: TenantId, state: str | None, limit: int, after: str | None
-    ) -> list[ConfirmationRecord]: ...
+    plan_id: PlanId | None
+    tool: str
+    payload_digest: str
+    payload_text: str | None
 
 
-class JournalRepository(Protocol):
-    async def append(
-        self,
-        *,
-        tenant_id: TenantId,
-        run_id: RunId,
-        kind: str,
-        causal_id: str,
-        idempotency_key: IdempotencyKey,
-        attempt: int | None,
-        intent_id: str | None,
-        boundary: str | None,
-        body_text: str,
-        recorded_at: datetime,
-    ) -> JournalEntry:
-        """Append to the run's chain under its row lock (one statement).
+@dataclass(frozen=True, slots=True)
+class ConfirmationChange:
+    confirmation_id: ConfirmationId
+    from_states: tuple[ConfirmationState, ...]
+    to_state: ConfirmationState
+    strict: bool = False
+    """No confirmation in ``from_states`` makes the whole step 'stale'."""
+    decided_by: str | None = None
+    reason: str | None = None
 
-        The same result for the same attempt again answers the stored entry; a
-        different one raises :class:`~arvis.lifecycle.errors.JournalConflict`.
-        """
-        ...
 
-    async def for_attempt(
-        self, tenant_id: TenantId, key: IdempotencyKey, attempt: int
-    ) -> JournalEntry | None: ...
+@dataclass(frozen=True, slots=True)
+class JournalAppend:
+    """Append one entry to a run's chain, with the state changes that go with it."""
 
-    async def at(
+    tenant_id: TenantId
+    run_id: RunId
+    causal_id: str
+    idempotency_key: str
+    attempt: int | None
+    intent_id: str | None
+    boundary: EffectBoundary | None
+    retryable: bool
+    artifact: JournalArtifact
+    recorded_at: datetime
+    settle: bool = False
+    """The entry settles the in-flight attempt (``idempotency_key``, ``attempt``)."""
+    bind: Binding | None = None
+    confirmation: ConfirmationChange | None = None
+    flag: str | None = None
+    """Flag the run audit-incomplete with this reason."""
+
+
+AppendStatus = Literal[
+    "appended", "existing", "conflict", "stale", "causal_conflict", "plan_mismatch"
+]
+
+
+@dataclass(frozen=True, slots=True)
+class AppendAnswer:
+    status: AppendStatus
+    entry: JournalEntry | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsentRequest:
+    confirmation: ConfirmationRecord
+    plan_id: PlanId
+    payload_digest: str
+    payload_text: str
+
+
+ConsentStatus = Literal["created", "existing", "plan_mismatch", "causal_conflict"]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsentAnswer:
+    status: ConsentStatus
+    confirmation_id: ConfirmationId | None
+    run_plan: PlanId | None
+
+
+class LifecycleReads(Protocol):
+    """Reads inside one read-only snapshot (one transaction)."""
+
+    async def run(self, tenant_id: TenantId, run_id: RunId) -> RunRecord | None: ...
+
+    async def entry_at(
         self, tenant_id: TenantId, run_id: RunId, position: int
     ) -> JournalEntry | None: ...
 
@@ -323,112 +277,70 @@ class JournalRepository(Protocol):
     ) -> list[JournalEntry]: ...
 
     async def chain(
-        self, run_id: RunId, tenant_id: TenantId, after: int, limit: int
+        self, tenant_id: TenantId, run_id: RunId, after: int, limit: int
     ) -> list[ChainRow]:
         """What verification reads, as plain tuples, in position order."""
         ...
 
+    async def confirmation(
+        self, tenant_id: TenantId, confirmation_id: ConfirmationId
+    ) -> ConfirmationRecord | None: ...
 
-class LeaseRepository(Protocol):
-    async def claim(self, name: str, holder: str, ttl_s: float) -> bool:
-        """Take ``name`` for ``holder`` until now + ``ttl_s`` (database time) if it is
-        free: never held, released, or expired. False when a live holder has it."""
-        ...
-
-    async def beat(self, name: str, holder: str, ttl_s: float) -> bool:
-        """Extend ``name`` while ``holder`` still holds it; False when it does not."""
-        ...
-
-    async def release(self, name: str, holder: str) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class FastAdmission:
-    status: str
-    """``admitted``, ``plan_mismatch`` or ``existing``."""
-    receipt_position: int | None
-    run_plan: str | None
-
-
-class FastPath(Protocol):
-    """The hot path: a first, authorized attempt admitted in one statement, and the
-    journal transaction in one statement. Implemented by the PostgreSQL store with
-    its own audit sink fused into the admission statement."""
-
-    async def admit(
-        self,
-        *,
-        tenant_id: str,
-        run_id: str,
-        plan_id: str,
-        causal_id: str,
-        idempotency_key: str,
-        tool: str,
-        payload_digest: str,
-        capability_id: str,
-        manager_id: str,
-        intent_id: str,
-        payload_text: str,
-        commitment: str,
-        context_json: str,
-        instance_id: str,
-    ) -> FastAdmission: ...
-
-    async def journal_execution(
-        self,
-        *,
-        tenant_id: str,
-        run_id: str,
-        causal_id: str,
-        idempotency_key: str,
-        attempt: int,
-        intent_id: str,
-        boundary: str,
-        body_text: str,
-        recorded_at: datetime,
-        retryable: bool,
-        confirmation_id: str | None,
-    ) -> JournalEntry: ...
-
-
-class AuditSink(Protocol):
-    """A qualified audit sink: durably records an intent, answers a receipt."""
-
-    async def record(self, uow: LifecycleUnitOfWork, intent: Intent) -> AuditReceipt: ...
-
-
-class LifecycleUnitOfWork(Protocol):
-    """One transaction with the repositories bound to it."""
-
-    @property
-    def runs(self) -> RunRepository: ...
-    @property
-    def actions(self) -> ActionRepository: ...
-    @property
-    def capabilities(self) -> CapabilityRepository: ...
-    @property
-    def intents(self) -> IntentRepository: ...
-    @property
-    def confirmations(self) -> ConfirmationRepository: ...
-    @property
-    def journal(self) -> JournalRepository: ...
-    @property
-    def leases(self) -> LeaseRepository: ...
-
-    async def __aenter__(self) -> Self: ...
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None: ...
-
-    async def commit(self) -> None: ...
+    async def confirmations(
+        self, tenant_id: TenantId, state: ConfirmationState | None, limit: int, after: str | None
+    ) -> list[ConfirmationRecord]: ...
 
 
 class LifecycleStore(Protocol):
     @property
     def fingerprint(self) -> str: ...
 
-    def unit_of_work(self) -> LifecycleUnitOfWork: ...
+    async def admit(self, admission: Admission) -> AdmitAnswer: ...
+
+    async def journal(self, append: JournalAppend) -> AppendAnswer: ...
+
+    async def request_consent(self, request: ConsentRequest) -> ConsentAnswer: ...
+
+    async def history(
+        self, tenant_id: TenantId, run_id: RunId, causal_id: str, key: IdempotencyKey
+    ) -> DecisionHistory: ...
+
+    async def mark_started(self, tenant_id: TenantId, key: IdempotencyKey, attempt: int) -> None:
+        """Record, durably and at once, that the attempt's tool reported its start."""
+        ...
+
+    async def expire_confirmation(
+        self,
+        tenant_id: TenantId,
+        confirmation_id: ConfirmationId,
+        from_states: Sequence[ConfirmationState],
+    ) -> bool: ...
+
+    async def in_flight(self, *, limit: int, owner: str | None = None) -> list[InFlightAttempt]:
+        """In-flight attempts of lease name ``owner``, else of every owner whose lease
+        expired or was released (DESIGN §6)."""
+        ...
+
+    async def attempt(self, tenant_id: TenantId, key: IdempotencyKey) -> InFlightAttempt | None:
+        """The attempt of ``key`` in flight, whoever owns it."""
+        ...
+
+    def reading(self) -> AbstractAsyncContextManager[LifecycleReads]: ...
+
+    async def claim_lease(self, name: str, holder: str, ttl_s: float) -> bool:
+        """Take ``name`` for ``holder`` until now + ``ttl_s`` (database time) if it is
+        free: never held, released, or expired."""
+        ...
+
+    async def beat_lease(self, name: str, holder: str, ttl_s: float) -> bool:
+        """Extend ``name`` while ``holder`` still holds it; False when it does not."""
+        ...
+
+    async def release_lease(self, name: str, holder: str) -> None: ...
+
+
+class AuditSink(Protocol):
+    """A qualified audit sink other than the store itself: durably records an intent
+    before admission commits, and answers its receipt (DESIGN §1)."""
+
+    async def record(self, intent: Intent) -> AuditReceipt: ...

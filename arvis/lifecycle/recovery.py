@@ -29,11 +29,18 @@ from typing import Any
 
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.clock import Clock
+from arvis.domain.context import AuthorizedEffectContext
 from arvis.domain.errors import StoreError
-from arvis.domain.ids import IntentId, TenantId
-from arvis.lifecycle import journal
+from arvis.domain.ids import IdempotencyKey, TenantId
+from arvis.domain.journal import Capability, Problem, Receipt, RecoveryArtifact
+from arvis.domain.states import ConfirmationState, settled_confirmation
 from arvis.lifecycle.lease import InstanceLease
-from arvis.lifecycle.ports import LifecycleStore, LifecycleUnitOfWork, UnsettledIntent
+from arvis.lifecycle.ports import (
+    ConfirmationChange,
+    InFlightAttempt,
+    JournalAppend,
+    LifecycleStore,
+)
 
 log = logging.getLogger(__name__)
 
@@ -52,20 +59,38 @@ class SettledIntent:
 
 
 class RecoverySweeper:
-    def __init__(self, store: LifecycleStore, clock: Clock, *, batch_limit: int = 1000) -> None:
+    def __init__(
+        self,
+        store: LifecycleStore,
+        clock: Clock,
+        *,
+        store_fingerprint: str = "",
+        batch_limit: int = 1000,
+    ) -> None:
         self.store = store
         self.clock = clock
+        self.store_fingerprint = store_fingerprint or store.fingerprint
         self.batch_limit = batch_limit
 
     async def sweep(self, *, owner: str | None = None) -> list[SettledIntent]:
-        """Settle every unsettled intent of expired or released leases, or, with
+        """Settle every in-flight attempt of expired or released leases, or, with
         ``owner``, of that lease name (which the caller has just claimed free)."""
         settled: list[SettledIntent] = []
+        # Candidates are read without locks; the settling statement deletes the
+        # attempt's row first, so of two sweepers (or a sweeper and a late owner)
+        # exactly one settles each attempt and the other learns it was taken.
         while len(settled) < self.batch_limit:
-            one = await self._settle_one(owner=owner)
-            if one is None:
+            found = await self.store.in_flight(
+                limit=min(100, self.batch_limit - len(settled)), owner=owner
+            )
+            progress = False
+            for attempt in found:
+                one = await self._settle(attempt)
+                if one is not None:
+                    settled.append(one)
+                    progress = True
+            if not found or not progress:
                 break
-            settled.append(one)
         for item in settled:
             log.warning(
                 "recovered intent %s of run %s as %s",
@@ -76,93 +101,99 @@ class RecoverySweeper:
             )
         return settled
 
-    async def settle_intent(self, tenant_id: TenantId, intent_id: IntentId, reason: str) -> None:
-        """Settle one intent as interrupted, whoever owns it, and flag its run.
+    async def settle_attempt(self, tenant_id: TenantId, key: IdempotencyKey) -> None:
+        """Settle the attempt of ``key`` in flight as interrupted, whoever owns it.
 
         For the owner itself, when it can never journal the attempt's real result.
-        If the attempt is settled already, only the flag is written.
+        Settled already (e.g. by a sweeper, which flagged the run): nothing to do.
         """
-        async with self.store.unit_of_work() as uow:
-            found = await uow.intents.unsettled(limit=1, intent=(tenant_id, intent_id))
-            if found:
-                await self._settle(uow, found[0])
-            else:
-                run_id = await uow.intents.run_of(tenant_id, intent_id)
-                if run_id is not None:
-                    await uow.runs.flag_audit_incomplete(tenant_id, run_id, reason)
-            await uow.commit()
+        attempt = await self.store.attempt(tenant_id, key)
+        if attempt is not None:
+            await self._settle(attempt)
 
-    async def _settle_one(self, *, owner: str | None) -> SettledIntent | None:
-        async with self.store.unit_of_work() as uow:
-            found = await uow.intents.unsettled(limit=1, owner=owner)
-            if not found:
-                return None
-            settled = await self._settle(uow, found[0])
-            await uow.commit()
-        return settled
-
-    async def _settle(self, uow: LifecycleUnitOfWork, intent: UnsettledIntent) -> SettledIntent:
+    async def _settle(self, attempt: InFlightAttempt) -> SettledIntent | None:
         boundary = (
-            EffectBoundary.EFFECT_STARTED if intent.started else EffectBoundary.EFFECT_STATE_UNKNOWN
+            EffectBoundary.EFFECT_STARTED
+            if attempt.started
+            else EffectBoundary.EFFECT_STATE_UNKNOWN
         )
-        await uow.runs.flag_audit_incomplete(
-            intent.tenant_id,
-            intent.run_id,
-            f"intent {intent.intent_id} was interrupted after its capability was consumed",
+        answer = await self.store.journal(
+            JournalAppend(
+                tenant_id=attempt.tenant_id,
+                run_id=attempt.run_id,
+                causal_id=attempt.causal_id,
+                idempotency_key=attempt.idempotency_key,
+                attempt=attempt.attempt,
+                intent_id=attempt.intent_id,
+                boundary=boundary,
+                retryable=False,
+                artifact=recovery_artifact(attempt, self.store_fingerprint),
+                recorded_at=self.clock.now(),
+                settle=True,
+                confirmation=(
+                    None
+                    if attempt.confirmation_id is None
+                    else ConfirmationChange(
+                        confirmation_id=attempt.confirmation_id,
+                        from_states=(ConfirmationState.RESERVED,),
+                        to_state=settled_confirmation(boundary),
+                    )
+                ),
+                flag=(
+                    f"intent {attempt.intent_id} was interrupted after its capability was consumed"
+                ),
+            )
         )
-        entry = await journal.record_attempt(
-            uow,
-            tenant_id=intent.tenant_id,
-            run_id=intent.run_id,
-            kind="recovery",
-            causal_id=intent.causal_id,
-            idempotency_key=intent.idempotency_key,
-            attempt=intent.attempt,
-            intent_id=intent.intent_id,
-            boundary=boundary,
-            body=_recovery_body(intent),
-            recorded_at=self.clock.now(),
-            retryable=False,
-            confirmation_id=intent.confirmation_id,
-        )
+        if answer.status != "appended":
+            return None  # settled meanwhile by its owner or another sweeper
+        assert answer.entry is not None
         return SettledIntent(
-            tenant_id=intent.tenant_id,
-            run_id=intent.run_id,
-            causal_id=intent.causal_id,
-            intent_id=intent.intent_id,
-            tool=intent.tool,
-            attempt=intent.attempt,
+            tenant_id=attempt.tenant_id,
+            run_id=attempt.run_id,
+            causal_id=attempt.causal_id,
+            intent_id=attempt.intent_id,
+            tool=attempt.tool,
+            attempt=attempt.attempt,
             boundary=boundary,
-            journal_position=entry.position,
-            owner=intent.instance_id,
+            journal_position=answer.entry.position,
+            owner=attempt.owner,
         )
 
 
-def _recovery_body(intent: UnsettledIntent) -> dict[str, Any]:
+def recovery_artifact(attempt: InFlightAttempt, store_fingerprint: str) -> RecoveryArtifact:
+    started = attempt.started
     detail = (
         "the instance that ran this attempt stopped after the tool reported that its "
         "effect started, before the end was journaled"
-        if intent.started
+        if started
         else "the instance that ran this attempt stopped before journaling it; "
         "whether the effect happened is unknown"
     )
-    return {
-        "tool": intent.tool,
-        "capability_id": intent.capability_id,
-        "confirmation_id": intent.confirmation_id,
-        "receipt": None,
-        "result": None,
-        "problem": {
-            "code": "recovered_started" if intent.started else "recovered_unknown",
-            "detail": detail,
-            "effect_started": True if intent.started else None,
-            "retryable": False,
-        },
-        "recovered_from": intent.instance_id,
-        "intent_commitment": intent.commitment,
-        "receipt_position": intent.receipt_position,
-        "retryable": False,
-    }
+    return RecoveryArtifact(
+        tool=attempt.tool,
+        plan_id=attempt.plan_id,
+        payload_digest=attempt.payload_digest,
+        context=AuthorizedEffectContext.model_validate(attempt.context),
+        capability=Capability(
+            id=attempt.capability_id,
+            minted_at=attempt.admitted_at,
+            activated_at=attempt.admitted_at,
+            consumed_at=attempt.admitted_at,
+        ),
+        confirmation_id=attempt.confirmation_id,
+        receipt=Receipt(
+            position=attempt.receipt_position,
+            intent_commitment=attempt.commitment,
+            store_fingerprint=store_fingerprint,
+        ),
+        problem=Problem(
+            code="recovered_started" if started else "recovered_unknown",
+            detail=detail,
+            effect_started=True if started else None,
+            retryable=False,
+        ),
+        recovered_from=attempt.owner,
+    )
 
 
 class RecoveryRuntime:

@@ -1,67 +1,79 @@
-"""Admission outcomes that run nothing: a refusal, journaled, and a recorded answer."""
+"""Admission outcomes that run nothing: a refusal, and a recorded answer."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
-from arvis.domain.authorization import DenialSnapshot
 from arvis.domain.boundary import EffectBoundary
-from arvis.domain.ids import TenantId
-from arvis.lifecycle import journal
-from arvis.lifecycle.authorization import AdmissionRequest
-from arvis.lifecycle.ports import ActionRecord, LifecycleUnitOfWork
+from arvis.domain.ids import IntentId
+from arvis.domain.journal import RefusalArtifact
+from arvis.lifecycle.authorization import AdmissionRequest, Refuse
+from arvis.lifecycle.ports import Binding, JournalAppend, LifecycleStore
 from arvis.lifecycle.results import SyscallResult, result_from_entry
 
+# Refusals that depend on the run's plan (the tool in it, its schema, the policy
+# on its definition) bind the run, and its causal id, as admission would.
+_PLAN_BOUND_REFUSALS = frozenset(
+    {"unknown_tool", "payload_invalid", "policy_denied", "capability_denied", "egress_denied"}
+)
 
-async def journal_refusal(
-    uow: LifecycleUnitOfWork,
+
+def refusal_append(
     request: AdmissionRequest,
-    denial: DenialSnapshot,
-    attempt: int | None,
+    step: Refuse,
+    payload_text: str,
     recorded_at: datetime,
-) -> SyscallResult:
-    """Commit a PRE_EFFECT_REFUSAL with its denial snapshot, and nothing else.
+    syscall_id: IntentId,
+) -> JournalAppend:
+    """The PRE_EFFECT_REFUSAL entry of ``step``, with its denial snapshot, and nothing else.
 
-    ``attempt`` is None for refusals that are not attempts (DenialReason.is_attempt):
-    they are journaled but leave the action's history as the retry table saw it.
+    ``step.attempt`` is None for refusals that are not attempts (DenialReason.is_attempt):
+    they are journaled but leave the decision's history as the retry table saw it.
+    A refusal of a decision binds the run's causal id to it, except the refusal that
+    says the causal id names another decision. The entry carries the refused
+    syscall's intent id, so a retried append is told from a new post of the decision.
     """
-    tenant = request.identity.tenant_id
-    body: dict[str, Any] = {
-        "tool": request.tool,
-        "plan_id": request.plan_id,
-        "payload_digest": request.payload.digest,
-        "principal_id": request.identity.principal_id,
-        "reason": denial.reason.value,
-        "detail": denial.detail,
-        "denial": denial.model_dump(mode="json"),
-    }
-    entry = await journal.append(
-        uow,
-        tenant_id=tenant,
+    denial = step.denial
+    binds = denial.reason.value != "causal_id_conflict"
+    return JournalAppend(
+        tenant_id=request.identity.tenant_id,
         run_id=request.run_id,
-        kind="refusal",
         causal_id=request.causal_id,
         idempotency_key=denial.idempotency_key,
-        attempt=attempt,
-        intent_id=None,
-        boundary=EffectBoundary.PRE_EFFECT_REFUSAL.value,
-        body=body,
+        attempt=step.attempt,
+        intent_id=syscall_id,
+        boundary=EffectBoundary.PRE_EFFECT_REFUSAL,
+        retryable=False,
+        artifact=RefusalArtifact(
+            tool=request.tool,
+            plan_id=request.plan_id,
+            payload_digest=request.payload.digest,
+            principal_id=request.identity.principal_id,
+            reason=denial.reason,
+            detail=denial.detail,
+            denial=denial,
+        ),
         recorded_at=recorded_at,
+        bind=(
+            Binding(
+                plan_id=request.plan_id if denial.reason.value in _PLAN_BOUND_REFUSALS else None,
+                tool=request.tool,
+                payload_digest=request.payload.digest,
+                payload_text=payload_text,
+            )
+            if binds
+            else None
+        ),
     )
-    if attempt is not None:
-        await uow.actions.record_refusal(tenant, denial.idempotency_key, attempt, entry.position)
-    await uow.commit()
-    return result_from_entry(entry)
 
 
 async def answer_deduplicated(
-    uow: LifecycleUnitOfWork, tenant_id: TenantId, action: ActionRecord
+    store: LifecycleStore, request: AdmissionRequest, position: int
 ) -> SyscallResult:
-    """The recorded result of a completed action: nothing minted, nothing run."""
-    assert action.last_position is not None
-    entry = await uow.journal.at(tenant_id, action.run_id, action.last_position)
-    run = await uow.runs.get(tenant_id, action.run_id)
+    """The recorded result of a completed decision: nothing minted, nothing run."""
+    async with store.reading() as reads:
+        entry = await reads.entry_at(request.identity.tenant_id, request.run_id, position)
+        run = await reads.run(request.identity.tenant_id, request.run_id)
     assert entry is not None
     assert run is not None
     return result_from_entry(entry, outcome="deduplicated", audit_incomplete=run.audit_incomplete)

@@ -112,12 +112,12 @@ class ReplayService:
 
     async def _collect(self, collector: _Collector) -> bool:
         """Walk the chain into ``collector``; answer the run's audit-incomplete flag."""
-        async with self.store.unit_of_work() as uow:
+        async with self.store.reading() as reads:
             try:
-                report = await journal.walk(uow, collector.tenant_id, collector.run_id, collector)
+                report = await journal.walk(reads, collector.tenant_id, collector.run_id, collector)
             except LookupError:
                 raise NotFound(f"no run {collector.run_id}") from None
-            run = await uow.runs.get(collector.tenant_id, collector.run_id)
+            run = await reads.run(collector.tenant_id, collector.run_id)
         if not report.ok:
             assert report.broken_at is not None
             raise ChainBroken(collector.run_id, report.broken_at, report.reason or "broken")
@@ -127,10 +127,10 @@ class ReplayService:
     async def journal(
         self, tenant_id: TenantId, run_id: RunId, after: int = 0, limit: int = 100
     ) -> list[JournalEntry]:
-        async with self.store.unit_of_work() as uow:
-            if await uow.runs.get(tenant_id, run_id) is None:
+        async with self.store.reading() as reads:
+            if await reads.run(tenant_id, run_id) is None:
                 raise NotFound(f"no run {run_id}")
-            return await uow.journal.page(tenant_id, run_id, after, limit)
+            return await reads.page(tenant_id, run_id, after, limit)
 
     async def verify(self, tenant_id: TenantId, run_id: RunId) -> VerifyReport:
         try:

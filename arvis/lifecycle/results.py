@@ -8,9 +8,19 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.decisions import ActionDecision
+from arvis.domain.journal import ExecutionArtifact, RecoveryArtifact, RefusalArtifact
 from arvis.lifecycle.ports import JournalEntry
 
-ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
+# Run, causal and confirmation ids: 1 to 128 of [A-Za-z0-9._:-], but not "." or "..".
+# Those two are dot segments: a client normalises them out of a URL path, so a run
+# named ".." would be reachable only percent-encoded. The three alternatives say
+# "starts with a non-dot", "one dot, then a non-dot", "two dots, then anything",
+# because pydantic's regex engine has no lookahead.
+ID_PATTERN = (
+    r"^(?:[A-Za-z0-9_:-][A-Za-z0-9._:-]{0,127}"
+    r"|\.[A-Za-z0-9_:-][A-Za-z0-9._:-]{0,126}"
+    r"|\.\.[A-Za-z0-9._:-]{1,126})$"
+)
 
 Outcome = Literal["executed", "deduplicated", "refused", "confirmation_required"]
 
@@ -70,21 +80,26 @@ def result_from_entry(
     entry: JournalEntry, *, outcome: Outcome | None = None, audit_incomplete: bool = False
 ) -> SyscallResult:
     """Rebuild the answer that an entry recorded, without running anything."""
-    body = entry.body
-    receipt = body.get("receipt")
-    recorded: Outcome = "refused" if entry.kind == "refusal" else "executed"
-    return SyscallResult(
-        outcome=outcome or recorded,
-        boundary=None if entry.boundary is None else EffectBoundary(entry.boundary),
-        result=body.get("result"),
-        problem=body.get("problem"),
-        reason=body.get("reason"),
-        detail=body.get("detail"),
-        idempotency_key=entry.idempotency_key,
-        attempt=entry.attempt,
-        run_id=entry.run_id,
-        causal_id=entry.causal_id,
-        receipt=None if receipt is None else Receipt.model_validate(receipt),
-        journal_position=entry.position,
-        audit_incomplete=audit_incomplete,
-    )
+    artifact = entry.artifact
+    recorded: Outcome = "refused" if isinstance(artifact, RefusalArtifact) else "executed"
+    common: dict[str, Any] = {
+        "outcome": outcome or recorded,
+        "boundary": None if entry.boundary is None else EffectBoundary(entry.boundary),
+        "idempotency_key": entry.idempotency_key,
+        "attempt": entry.attempt,
+        "run_id": entry.run_id,
+        "causal_id": entry.causal_id,
+        "journal_position": entry.position,
+        "audit_incomplete": audit_incomplete,
+    }
+    if isinstance(artifact, RefusalArtifact):
+        return SyscallResult(**common, reason=artifact.reason.value, detail=artifact.detail)
+    if isinstance(artifact, ExecutionArtifact | RecoveryArtifact):
+        receipt = artifact.receipt
+        return SyscallResult(
+            **common,
+            result=artifact.result,
+            problem=None if artifact.problem is None else artifact.problem.model_dump(),
+            receipt=None if receipt is None else Receipt.model_validate(receipt.model_dump()),
+        )
+    raise ValueError(f"a {entry.kind} entry records no syscall result")

@@ -19,15 +19,16 @@ from collections.abc import Coroutine
 from datetime import datetime
 from typing import Any
 
-from arvis.domain.artifacts import Intent
 from arvis.domain.clock import Clock
 from arvis.domain.errors import SerializationConflict, StoreError, StoreUnavailable
-from arvis.lifecycle import journal
+from arvis.domain.journal import Capability, ExecutionArtifact, Problem, Receipt
+from arvis.domain.states import ConfirmationState, settled_confirmation
+from arvis.lifecycle.admission import Admitted
 from arvis.lifecycle.errors import JournalConflict
-from arvis.lifecycle.fast import Admitted
-from arvis.lifecycle.ports import FastPath, JournalEntry, LifecycleStore
+from arvis.lifecycle.ports import ConfirmationChange, JournalAppend, JournalEntry, LifecycleStore
 from arvis.lifecycle.recovery import RecoverySweeper
-from arvis.lifecycle.results import Receipt, SyscallResult, result_from_entry
+from arvis.lifecycle.results import Receipt as ReceiptOut
+from arvis.lifecycle.results import SyscallResult, result_from_entry
 from arvis.lifecycle.retry import retry_transaction
 from arvis.tools.outcome import DispatchOutcome
 
@@ -43,14 +44,11 @@ class Settlement:
         self,
         *,
         store: LifecycleStore,
-        fast: FastPath | None,
         clock: Clock,
         attempts: int,
         sweeper: RecoverySweeper,
     ) -> None:
         self.store = store
-        self.fast = fast
-        """One-statement journal transaction; None uses the unit of work instead."""
         self.clock = clock
         self.attempts = attempts
         self.sweeper = sweeper
@@ -60,11 +58,11 @@ class Settlement:
     async def settle(self, admitted: Admitted, outcome: DispatchOutcome) -> SyscallResult:
         """Journal a dispatched attempt and answer its result (DESIGN §2 step 3)."""
         intent = admitted.intent
-        body = _execution_body(admitted, outcome)
+        artifact = execution_artifact(admitted, outcome)
         recorded_at = self.clock.now()
         try:
             entry = await retry_transaction(
-                lambda: self._journal(intent, outcome, body, recorded_at, late=False),
+                lambda: self._journal(admitted, outcome, artifact, recorded_at, late=False),
                 attempts=self.attempts,
             )
         except (StoreError, JournalConflict) as exc:
@@ -73,8 +71,8 @@ class Settlement:
                 intent.intent_id,
                 exc.code,
             )
-            self.track(self._journal_when_back(intent, outcome, body, recorded_at))
-            return _unjournaled_result(admitted, outcome, body)
+            self.track(self._journal_when_back(admitted, outcome, artifact, recorded_at))
+            return _unjournaled_result(admitted, outcome, artifact)
         return result_from_entry(entry)
 
     def track(self, work: Coroutine[Any, Any, None]) -> None:
@@ -85,70 +83,67 @@ class Settlement:
 
     async def _journal(
         self,
-        intent: Intent,
+        admitted: Admitted,
         outcome: DispatchOutcome,
-        body: dict[str, Any],
+        artifact: ExecutionArtifact,
         recorded_at: datetime,
         *,
         late: bool,
     ) -> JournalEntry:
+        intent = admitted.intent
         context = intent.context
         boundary = outcome.boundary
-        retryable = outcome.failure.retryable if outcome.failure is not None else False
-        if self.fast is not None and not late:
-            return await self.fast.journal_execution(
+        answer = await self.store.journal(
+            JournalAppend(
                 tenant_id=context.tenant_id,
                 run_id=context.run_id,
-                causal_id=context.causal_id,
-                idempotency_key=intent.idempotency_key,
-                attempt=intent.attempt,
-                intent_id=intent.intent_id,
-                boundary=boundary.value,
-                body_text=journal.body_text(body),
-                recorded_at=recorded_at,
-                retryable=retryable,
-                confirmation_id=intent.confirmation_id,
-            )
-        async with self.store.unit_of_work() as uow:
-            entry = await journal.record_attempt(
-                uow,
-                tenant_id=context.tenant_id,
-                run_id=context.run_id,
-                kind="execution",
                 causal_id=context.causal_id,
                 idempotency_key=intent.idempotency_key,
                 attempt=intent.attempt,
                 intent_id=intent.intent_id,
                 boundary=boundary,
-                body=body,
+                retryable=artifact.retryable,
+                artifact=artifact,
                 recorded_at=recorded_at,
-                retryable=retryable,
-                confirmation_id=intent.confirmation_id,
-            )
-            if late:
+                settle=True,
+                confirmation=(
+                    None
+                    if intent.confirmation_id is None
+                    else ConfirmationChange(
+                        confirmation_id=intent.confirmation_id,
+                        from_states=(ConfirmationState.RESERVED,),
+                        to_state=settled_confirmation(boundary),
+                    )
+                ),
                 # The caller was told the run is audit-incomplete: the flag commits
-                # with the entry or not at all.
-                await uow.runs.flag_audit_incomplete(
-                    context.tenant_id,
-                    context.run_id,
-                    f"the result of intent {intent.intent_id} was journaled late",
-                )
-            await uow.commit()
-        return entry
+                # with the late entry or not at all.
+                flag=f"the result of intent {intent.intent_id} was journaled late"
+                if late
+                else None,
+            )
+        )
+        if answer.status not in ("appended", "existing"):
+            raise JournalConflict(
+                f"attempt {intent.attempt} of {intent.idempotency_key[:12]}… was settled "
+                "by someone else or journaled with another result"
+            )
+        assert answer.entry is not None
+        return answer.entry
 
     async def _journal_when_back(
         self,
-        intent: Intent,
+        admitted: Admitted,
         outcome: DispatchOutcome,
-        body: dict[str, Any],
+        artifact: ExecutionArtifact,
         recorded_at: datetime,
     ) -> None:
         """Journal a held result once the store answers; give up only on failures
         that can never succeed, and then settle the attempt as recovery would."""
+        intent = admitted.intent
         delay = 0.25
         while True:
             try:
-                await self._journal(intent, outcome, body, recorded_at, late=True)
+                await self._journal(admitted, outcome, artifact, recorded_at, late=True)
             except TRANSIENT:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, _LATE_MAX_DELAY_S)
@@ -164,14 +159,14 @@ class Settlement:
                 break
             log.warning("held result of intent %s journaled late", intent.intent_id)
             return
-        await self._settle_as_interrupted(intent)
+        await self._settle_as_interrupted(admitted)
 
-    async def _settle_as_interrupted(self, intent: Intent) -> None:
+    async def _settle_as_interrupted(self, admitted: Admitted) -> None:
+        intent = admitted.intent
         context = intent.context
-        reason = f"the result of intent {intent.intent_id} could not be journaled"
         while True:
             try:
-                await self.sweeper.settle_intent(context.tenant_id, intent.intent_id, reason)
+                await self.sweeper.settle_attempt(context.tenant_id, intent.idempotency_key)
                 return
             except TRANSIENT:
                 await asyncio.sleep(_LATE_MAX_DELAY_S)
@@ -200,59 +195,73 @@ class Settlement:
         return not pending
 
 
-def _execution_body(admitted: Admitted, outcome: DispatchOutcome) -> dict[str, Any]:
+def execution_artifact(admitted: Admitted, outcome: DispatchOutcome) -> ExecutionArtifact:
+    """What the journal records of a dispatched attempt."""
     intent = admitted.intent
     receipt = admitted.receipt
-    body: dict[str, Any] = {
-        "tool": intent.tool,
-        "plan_id": intent.plan_id,
-        "payload_digest": intent.payload.digest,
-        "principal_id": intent.context.principal_id,
-        "capability_id": intent.capability_id,
-        "confirmation_id": intent.confirmation_id,
-        "receipt": Receipt(
-            position=receipt.position,
-            intent_commitment=receipt.intent_commitment,
-            store_fingerprint=receipt.store_fingerprint,
-        ).model_dump(),
-        "result": None,
-        "problem": None,
-        "retryable": False,
-    }
+    admitted_at = intent.admitted_at
+    result: Any = None
+    problem: Problem | None = None
+    retryable = False
     if outcome.result is not None:
-        problem = outcome.result.problem
-        if problem is None:
-            body["result"] = outcome.result.value
+        tool_problem = outcome.result.problem
+        if tool_problem is None:
+            result = outcome.result.value
         else:
-            body["problem"] = problem.model_dump()
+            problem = Problem(
+                code=tool_problem.code,
+                detail=tool_problem.detail,
+                effect_started=tool_problem.effect_started,
+            )
     else:
         assert outcome.failure is not None
         failure = outcome.failure
-        body["problem"] = {
-            "code": failure.code,
-            "detail": failure.message,
-            "effect_started": failure.effect_started,
-            "retryable": failure.retryable,
-        }
-        body["retryable"] = failure.retryable
-    return body
+        problem = Problem(
+            code=failure.code,
+            detail=failure.message,
+            effect_started=failure.effect_started,
+            retryable=failure.retryable,
+        )
+        retryable = failure.retryable
+    return ExecutionArtifact(
+        tool=intent.tool,
+        plan_id=intent.plan_id,
+        payload_digest=intent.payload.digest,
+        context=intent.context,
+        capability=Capability(
+            id=intent.capability_id,
+            minted_at=admitted_at,
+            activated_at=admitted_at,
+            consumed_at=admitted_at,
+        ),
+        confirmation_id=intent.confirmation_id,
+        receipt=Receipt(
+            position=receipt.position,
+            intent_commitment=receipt.intent_commitment,
+            store_fingerprint=receipt.store_fingerprint,
+        ),
+        result=result,
+        problem=problem,
+        retryable=retryable,
+    )
 
 
 def _unjournaled_result(
-    admitted: Admitted, outcome: DispatchOutcome, body: dict[str, Any]
+    admitted: Admitted, outcome: DispatchOutcome, artifact: ExecutionArtifact
 ) -> SyscallResult:
     intent = admitted.intent
+    assert artifact.receipt is not None
     return SyscallResult(
         outcome="executed",
         boundary=outcome.boundary,
-        result=body["result"],
-        problem=body["problem"],
+        result=artifact.result,
+        problem=None if artifact.problem is None else artifact.problem.model_dump(),
         detail="the result could not be journaled yet; the run is flagged audit-incomplete",
         idempotency_key=intent.idempotency_key,
         attempt=intent.attempt,
         run_id=intent.context.run_id,
         causal_id=intent.context.causal_id,
-        receipt=Receipt.model_validate(body["receipt"]),
+        receipt=ReceiptOut.model_validate(artifact.receipt.model_dump()),
         journal_position=None,
         audit_incomplete=True,
     )

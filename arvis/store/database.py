@@ -14,9 +14,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from arvis.store.embedded import EmbeddedPostgres, start_embedded
 from arvis.store.engine import create_async_store_engine, libpq_url
 from arvis.store.errors import StoreUnavailable, translate
-from arvis.store.fastpath import PgFastPath
 from arvis.store.migrate import check_revision, store_fingerprint
-from arvis.store.uow import PgUnitOfWork
+from arvis.store.operations import PgOperations
 
 EMBEDDED_DATABASE = "arvis"
 
@@ -56,10 +55,12 @@ class PgStore:
     """The open store: an async engine on a database at this code's revision."""
 
     engine: AsyncEngine
+    """SQLAlchemy, for administration: keys, plans, statistics."""
     revision: str
     fingerprint: str
-    fast: PgFastPath
-    """The hot path's prepared single statements on a pool of its own."""
+    ops: PgOperations
+    """The lifecycle's store (arvis.lifecycle.ports.LifecycleStore): its write steps and
+    reads, each one prepared statement on a pool of its own."""
     _closed: bool = field(default=False, repr=False)
 
     @classmethod
@@ -77,14 +78,11 @@ class PgStore:
                 raise domain from exc
             raise
         try:
-            fast = await PgFastPath.open(url, max_size=pool_size)
+            ops = await PgOperations.open(url, fingerprint, max_size=pool_size)
         except BaseException:
             await engine.dispose()
             raise
-        return cls(engine=engine, revision=revision, fingerprint=fingerprint, fast=fast)
-
-    def unit_of_work(self) -> PgUnitOfWork:
-        return PgUnitOfWork(self.engine)
+        return cls(engine=engine, revision=revision, fingerprint=fingerprint, ops=ops)
 
     async def ping(self) -> None:
         """Raise StoreUnavailable unless a trivial query answers."""
@@ -97,5 +95,5 @@ class PgStore:
     async def close(self) -> None:
         if not self._closed:
             self._closed = True
-            await self.fast.close()
+            await self.ops.close()
             await self.engine.dispose()

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import socket
+
 from sqlalchemy import exc as sa_exc
 
 from arvis.domain.errors import (
@@ -23,6 +25,10 @@ __all__ = [
     "translate_driver",
 ]
 
+
+# What the network raises below the driver. Not every OSError: a missing file is
+# not an unreachable database, and saying so would send an operator the wrong way.
+_NETWORK_ERRORS = (ConnectionError, TimeoutError, socket.gaierror)
 
 # Connection exceptions (08), insufficient resources (53), operator intervention (57).
 RETRYABLE_CLASSES = ("08", "53", "57")
@@ -54,6 +60,10 @@ def _by_sqlstate(state: str, constraint: str | None) -> StoreError | None:
         return _schema_drift(state)
     if state[:2] == "23":
         return IntegrityConflict(f"constraint {constraint} refused the write", constraint)
+    if state[:2] == "AR":
+        # Raised by ARVIS's own server-side functions (arvis/store/sql/): a write
+        # step found the database in a state it can never apply to.
+        return IntegrityConflict(f"the store refused the write (SQLSTATE {state})", None)
     return None
 
 
@@ -73,9 +83,9 @@ def translate_driver(error: BaseException) -> StoreError | None:
 
 def translate(error: BaseException) -> StoreError | None:
     """The domain error for a database exception, or None when it is not one."""
-    if not isinstance(error, sa_exc.DBAPIError | sa_exc.TimeoutError | OSError):
+    if not isinstance(error, (sa_exc.DBAPIError, sa_exc.TimeoutError, *_NETWORK_ERRORS)):
         return None
-    if isinstance(error, sa_exc.TimeoutError | OSError) or (
+    if isinstance(error, (sa_exc.TimeoutError, *_NETWORK_ERRORS)) or (
         isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated
     ):
         return StoreUnavailable("the database is unreachable")

@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from arvis.domain.apikeys import IssuedToken, issue_token
 from arvis.domain.identity import Role
 from arvis.store.errors import translate
-from arvis.store.fastpath import PgFastPath
+from arvis.store.operations import PgOperations
 
 ROLES: tuple[Role, ...] = ("agent", "approver", "auditor", "admin")
 
@@ -54,7 +54,7 @@ _COLUMNS = ", ".join(_COLUMN_NAMES)
 class PgKeyStore:
     """Creates, finds, lists and revokes API keys. Stores only secret hashes."""
 
-    def __init__(self, engine: AsyncEngine, fast: PgFastPath | None = None) -> None:
+    def __init__(self, engine: AsyncEngine, fast: PgOperations | None = None) -> None:
         self._engine = engine
         # Every request looks its key up: on the hot path's prepared-statement pool
         # when there is one.

@@ -21,7 +21,6 @@ from sqlalchemy import (
     Integer,
     MetaData,
     PrimaryKeyConstraint,
-    Sequence,
     Table,
     Text,
     UniqueConstraint,
@@ -61,8 +60,6 @@ def _tenant_check() -> CheckConstraint:
     return CheckConstraint("tenant_id <> ''", name="tenant_present")
 
 
-receipt_positions = Sequence("receipt_position_seq", metadata=metadata)
-
 # Plans are deployment configuration, shared by every tenant: the plan id is a
 # digest of the definitions, so one row serves every run bound to it.
 tool_plans = Table(
@@ -83,6 +80,8 @@ runs = Table(
     Column("plan_id", Text, nullable=False),
     Column("journal_length", BigInteger, nullable=False, server_default=text("0")),
     Column("journal_head", Text, nullable=False),
+    # Receipt positions count per run (revision 0005): the next is receipts + 1.
+    Column("receipts", BigInteger, nullable=False, server_default=text("0")),
     Column("audit_incomplete", Boolean, nullable=False, server_default=text("false")),
     Column("audit_incomplete_reason", Text),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
@@ -92,108 +91,57 @@ runs = Table(
     CheckConstraint("journal_length >= 0", name="journal_length_natural"),
 )
 
-# One row per idempotency key: the logical action and the latest attempt's outcome.
-# Admission reads this one row to apply the DESIGN §4 retry table.
-actions = Table(
-    "actions",
+# One row per decision: the run's causal id names it for ever (DESIGN §4), and it
+# keeps the frozen payload once. Written at its first contact, never updated.
+decisions = Table(
+    "decisions",
     metadata,
     Column("tenant_id", Text, nullable=False),
-    Column("idempotency_key", Text, nullable=False),
     Column("run_id", Text, nullable=False),
     Column("causal_id", Text, nullable=False),
+    Column("idempotency_key", Text, nullable=False),
     Column("tool", Text, nullable=False),
     Column("payload_digest", Text, nullable=False),
-    Column("attempts", Integer, nullable=False),
-    Column("in_flight", Boolean, nullable=False),
-    Column("last_boundary", Text),
-    Column("last_retryable", Boolean),
-    Column("last_position", BigInteger),
+    # NULL only for decisions refused before revision 0005 (their payload was not kept).
+    Column("payload", JSONB),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
-    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
-    PrimaryKeyConstraint("tenant_id", "idempotency_key"),
-    # One causal id names one decision for ever (DESIGN §4, causal_id_conflict).
-    # Secondary indexes lead with their selective column: see migration 0002.
-    UniqueConstraint("run_id", "causal_id", "tenant_id"),
+    PrimaryKeyConstraint("tenant_id", "run_id", "causal_id"),
     ForeignKeyConstraint(["tenant_id", "run_id"], ["runs.tenant_id", "runs.run_id"]),
     _tenant_check(),
-    CheckConstraint("attempts >= 0", name="attempts_natural"),
-    CheckConstraint(
-        f"last_boundary IS NULL OR {_in('last_boundary', BOUNDARIES)}", name="last_boundary_known"
-    ),
 )
 
-capabilities = Table(
-    "capabilities",
+# One row per attempt in flight: its capability (minted, activated by its receipt
+# and consumed in the admission transaction: one row version) and its intent. The
+# primary key allows one unsettled attempt per key; the journal entry that settles
+# the attempt deletes the row in its own transaction and is its record from then on.
+attempts = Table(
+    "attempts",
     metadata,
     Column("tenant_id", Text, nullable=False),
-    Column("capability_id", Text, nullable=False),
-    Column("run_id", Text, nullable=False),
     Column("idempotency_key", Text, nullable=False),
     Column("attempt", Integer, nullable=False),
-    Column("manager_id", Text, nullable=False),
-    Column("state", Text, nullable=False),
-    Column("receipt_position", BigInteger),
-    Column("revoke_reason", Text),
-    Column("minted_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
-    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
-    PrimaryKeyConstraint("tenant_id", "capability_id"),
-    UniqueConstraint("idempotency_key", "attempt", "tenant_id"),
-    # The receipt that activated the capability: a reused durable position aborts.
-    UniqueConstraint("receipt_position"),
-    ForeignKeyConstraint(
-        ["tenant_id", "idempotency_key"], ["actions.tenant_id", "actions.idempotency_key"]
-    ),
-    _tenant_check(),
-    CheckConstraint(_in("state", CAPABILITY_STATES), name="state_known"),
-    CheckConstraint(
-        "state IN ('MINTED', 'REVOKED') OR receipt_position IS NOT NULL",
-        name="active_has_receipt",
-    ),
-)
-
-# The outbox: committed before dispatch, settled by the journal transaction or recovery.
-intents = Table(
-    "intents",
-    metadata,
-    Column("tenant_id", Text, nullable=False),
-    Column("intent_id", Text, nullable=False),
     Column("run_id", Text, nullable=False),
     Column("causal_id", Text, nullable=False),
-    Column("idempotency_key", Text, nullable=False),
-    Column("attempt", Integer, nullable=False),
     Column("tool", Text, nullable=False),
     Column("plan_id", Text, nullable=False),
-    Column("payload", JSONB, nullable=False),
-    Column("payload_digest", Text, nullable=False),
+    Column("intent_id", Text, nullable=False),
     Column("capability_id", Text, nullable=False),
     Column("commitment", Text, nullable=False),
     Column("receipt_position", BigInteger, nullable=False),
     Column("context", JSONB, nullable=False),
-    Column("instance_id", Text, nullable=False),
+    # The lease name of the process that admitted it (DESIGN §6).
+    Column("owner", Text, nullable=False),
     Column("confirmation_id", Text),
-    Column("settled", Boolean, nullable=False, server_default=text("false")),
-    Column("boundary", Text),
-    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
-    Column("settled_at", DateTime(timezone=True)),
+    Column("admitted_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     # The tool reported that its effect started (DESIGN §1, EFFECT_STARTED).
     Column("started_at", DateTime(timezone=True)),
-    PrimaryKeyConstraint("tenant_id", "intent_id"),
-    UniqueConstraint("idempotency_key", "attempt", "tenant_id"),
-    UniqueConstraint("receipt_position"),
+    PrimaryKeyConstraint("tenant_id", "idempotency_key"),
     ForeignKeyConstraint(
-        ["tenant_id", "capability_id"], ["capabilities.tenant_id", "capabilities.capability_id"]
+        ["tenant_id", "run_id", "causal_id"],
+        ["decisions.tenant_id", "decisions.run_id", "decisions.causal_id"],
     ),
-    ForeignKeyConstraint(["tenant_id", "run_id"], ["runs.tenant_id", "runs.run_id"]),
     _tenant_check(),
-    CheckConstraint(f"boundary IS NULL OR {_in('boundary', BOUNDARIES)}", name="boundary_known"),
-    CheckConstraint("settled = (settled_at IS NOT NULL)", name="settled_has_time"),
-    # At most one attempt of a logical action is ever in flight.
-    Index(
-        "uq_intents_one_unsettled_attempt",
-        "idempotency_key",
-        unique=True,
-        postgresql_where=text("NOT settled"),
-    ),
+    CheckConstraint("attempt >= 1", name="attempt_positive"),
 )
 
 confirmations = Table(
@@ -237,6 +185,8 @@ journal_entries = Table(
     Column("attempt", Integer),
     Column("intent_id", Text),
     Column("boundary", Text),
+    # The attempt's retry advice, for the retry table (revision 0005).
+    Column("retryable", Boolean, nullable=False, server_default=text("false")),
     # The canonical (RFC 8785) body text, byte for byte what the chain hashes.
     Column("body", Text, nullable=False),
     Column("prev_hash", Text, nullable=False),

@@ -34,7 +34,7 @@ async def test_a_declared_sink_with_a_foreign_receipt_runs_nothing(
     config = '[audit]\nsink = "tests.support.sinks:foreign_receipt_sink"\n'
     async with serve_api(database_url, tmp_path, config=config) as api:
         answer = await api.syscall("echo", {"n": 1}, run_id="run-foreign", causal_id="c1")
-        intents = api.sql("SELECT count(*) FROM intents WHERE run_id = 'run-foreign'")
+        intents = api.sql("SELECT count(*) FROM attempts WHERE run_id = 'run-foreign'")
         entries = api.sql("SELECT count(*) FROM journal_entries WHERE run_id = 'run-foreign'")
 
     assert answer.status_code == 503

@@ -263,3 +263,71 @@ async def test_a_nul_character_is_refused_before_governance(api: Api, body: Any,
     response = await api.client.post("/v1/syscalls", json=body, headers=api.auth())
     _problem(response, 422, code)
     assert api.journal_count() == before
+
+
+async def _pending_confirmation(api: Api, causal_id: str) -> str:
+    line = {"path": "notes.txt", "line": "awaiting consent"}
+    asked = await api.syscall("files.append", line, run_id="run-reasons", causal_id=causal_id)
+    assert asked.json()["outcome"] == "confirmation_required", asked.text
+    return str(asked.json()["confirmation"]["id"])
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b'{"reason": "no\\u0000way"}', b'{"reason": "no\\ud800way"}'],
+    ids=["nul", "lone-surrogate"],
+)
+async def test_a_deny_reason_that_cannot_be_stored_is_422_and_changes_nothing(
+    api: Api, raw: bytes
+) -> None:
+    confirmation_id = await _pending_confirmation(api, f"c-reason-{len(raw)}-{raw[-8:].hex()}")
+    approver = {**api.auth("acme:approver"), "Content-Type": "application/json"}
+    for action in ("deny", "approve"):
+        response = await api.client.post(
+            f"/v1/confirmations/{confirmation_id}/{action}", content=raw, headers=approver
+        )
+        problem = _problem(response, 422, "validation_error")
+        assert [error["path"] for error in problem["errors"]] == ["body.reason"], problem
+    listed = await api.client.get("/v1/confirmations?state=PENDING", headers=approver)
+    assert confirmation_id in [c["id"] for c in listed.json()["confirmations"]]
+
+
+@pytest.mark.parametrize("dots", [".", ".."])
+@pytest.mark.parametrize("field", ["run_id", "causal_id"])
+async def test_a_dot_segment_id_in_a_syscall_is_422(api: Api, field: str, dots: str) -> None:
+    before = api.journal_count()
+    response = await api.client.post(
+        "/v1/syscalls", json=_with(**{field: dots}), headers=api.auth()
+    )
+    problem = _problem(response, 422, "validation_error")
+    assert f"body.{field}" in [error["path"] for error in problem["errors"]]
+    assert api.journal_count() == before
+
+
+@pytest.mark.parametrize("encoded", ["%2e", "%2e%2e", "%2E%2E", ".%2e"])
+@pytest.mark.parametrize(
+    ("method", "template", "who"),
+    [
+        ("GET", "/v1/runs/{}/journal", "acme:auditor"),
+        ("GET", "/v1/runs/{}/verify", "acme:auditor"),
+        ("POST", "/v1/runs/{}/replay", "acme:auditor"),
+        ("POST", "/v1/confirmations/{}/approve", "acme:approver"),
+        ("POST", "/v1/confirmations/{}/deny", "acme:approver"),
+        ("GET", "/v1/confirmations?after={}", "acme:approver"),
+    ],
+    ids=["journal", "verify", "replay", "approve", "deny", "list-after"],
+)
+async def test_a_dot_segment_id_in_a_path_is_422(
+    api: Api, method: str, template: str, who: str, encoded: str
+) -> None:
+    response = await api.client.request(method, template.format(encoded), headers=api.auth(who))
+    _problem(response, 422, "validation_error")
+
+
+async def test_ids_that_merely_start_with_dots_are_still_ids(api: Api) -> None:
+    response = await api.client.post(
+        "/v1/syscalls", json=_with(run_id="...", causal_id=".hidden"), headers=api.auth()
+    )
+    assert response.status_code == 200, response.text
+    journal = await api.client.get("/v1/runs/.../journal", headers=api.auth("acme:auditor"))
+    assert [e["causal_id"] for e in journal.json()["entries"]] == [".hidden"]

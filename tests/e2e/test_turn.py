@@ -66,7 +66,8 @@ async def test_the_recorded_turn_journals_each_finalized_call_through_governance
     )
     assert rows == [(1, "call_a", "execution"), (2, "call_b", "refusal")]
     principal = harness.sql(
-        "SELECT body::jsonb->>'principal_id' FROM journal_entries WHERE run_id = 'run-turn'"
+        "SELECT coalesce(body::jsonb -> 'context' ->> 'principal_id', body::jsonb->>'principal_id')"
+        " FROM journal_entries WHERE run_id = 'run-turn'"
     )
     assert {p[0] for p in principal} == {"cli"}
 

@@ -71,8 +71,8 @@ def test_a_restarted_worker_never_sweeps_its_siblings_call_in_flight(
                 headers=auth(tokens["acme:agent"]),
                 timeout=30,
             )
-            _until(lambda: sql("SELECT 1 FROM intents WHERE causal_id = 'slow-1'"), "admitted")
-            owner = sql("SELECT instance_id FROM intents WHERE causal_id = 'slow-1'")[0][0]
+            _until(lambda: sql("SELECT 1 FROM attempts WHERE causal_id = 'slow-1'"), "admitted")
+            owner = sql("SELECT owner FROM attempts WHERE causal_id = 'slow-1'")[0][0]
             sibling = sql(
                 "SELECT holder FROM instance_leases WHERE instance_id <> %s AND NOT released",
                 owner,

@@ -183,7 +183,7 @@ def test_sigkill_under_load_loses_nothing_and_runs_nothing_twice(
         for line in log.read_text().splitlines():
             lines[(log.stem, line)] += 1
     duplicates = sum(n - 1 for n in lines.values() if n > 1)
-    unsettled = _sql(database_url, "SELECT count(*) FROM intents WHERE NOT settled")[0][0]
+    unsettled = _sql(database_url, "SELECT count(*) FROM attempts")[0][0]
     # Uncertain: the tool may have run. EFFECT_STARTED when it had reported its start
     # before the kill, EFFECT_STATE_UNKNOWN when not even that is known.
     unknown_rows = [

@@ -125,7 +125,7 @@ def _wait_settled(url: str, timeout_s: float = 90) -> int:
     """Held results are journaled by the instance once the store is back."""
     deadline = time.monotonic() + timeout_s
     while True:
-        left = int(_sql(url, "SELECT count(*) FROM intents WHERE NOT settled")[0][0])
+        left = int(_sql(url, "SELECT count(*) FROM attempts")[0][0])
         if left == 0 or time.monotonic() > deadline:
             return left
         time.sleep(0.25)

@@ -99,10 +99,13 @@ def test_two_instances_on_one_database_run_each_decision_exactly_once(
             database_url, "SELECT idempotency_key FROM journal_entries WHERE kind = 'execution'"
         )
     )
+    # Every consumed capability is on record: its attempt's entry, or its row in flight.
     consumed = Counter(
         key
         for (key,) in _sql(
-            database_url, "SELECT idempotency_key FROM capabilities WHERE state = 'CONSUMED'"
+            database_url,
+            "SELECT idempotency_key FROM journal_entries WHERE kind IN ('execution', 'recovery')"
+            " UNION ALL SELECT idempotency_key FROM attempts",
         )
     )
     keys = {answer["idempotency_key"] for pair in pairs for answer in pair}

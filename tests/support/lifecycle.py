@@ -18,7 +18,7 @@ from arvis.domain.definitions import Effect, ReplaySafety, ToolDefinition
 from arvis.domain.identity import Identity
 from arvis.domain.ids import ConfirmationId, InstanceId, PrincipalId, TenantId
 from arvis.lifecycle.policy import PolicyConfig, RulePolicy
-from arvis.lifecycle.ports import AuditSink
+from arvis.lifecycle.ports import AuditSink, LifecycleStore
 from arvis.lifecycle.results import Syscall, SyscallResult
 from arvis.store.database import PgStore
 from arvis.store.engine import libpq_url
@@ -248,8 +248,25 @@ class Harness:
         )
 
     def capability_states(self, key: str) -> list[str]:
+        """The state of each capability minted for ``key``, by attempt.
+
+        A capability is minted, activated and consumed in its admission, so every
+        one on record is CONSUMED: the journal entry that settled its attempt, or
+        the attempt row still in flight, is that record (revision 0005).
+        """
+        settled = self.sql(
+            "SELECT attempt FROM journal_entries WHERE idempotency_key = %s"
+            " AND kind IN ('execution', 'recovery')",
+            key,
+        )
+        in_flight = self.sql("SELECT attempt FROM attempts WHERE idempotency_key = %s", key)
+        return ["CONSUMED" for _ in sorted([*settled, *in_flight])]
+
+    def in_flight(self, run_id: str | None = None) -> list[str]:
+        """Causal ids of the run's attempts that are admitted and not yet journaled."""
         rows = self.sql(
-            "SELECT state FROM capabilities WHERE idempotency_key = %s ORDER BY attempt", key
+            "SELECT causal_id FROM attempts WHERE run_id = %s ORDER BY causal_id",
+            run_id or self.run_id,
         )
         return [row[0] for row in rows]
 
@@ -267,13 +284,14 @@ async def make_harness(
     tools: dict[str, ScriptedTool] | None = None,
     extra_tools: Sequence[Tool] = (),
     policy: PolicyConfig | None = None,
-    audit_sink: Callable[[PgStore], AuditSink] | None = None,
+    audit_sink: Callable[[str], AuditSink] | None = None,
     instance_id: str = "test-instance",
     tool_timeout_s: float = 5.0,
     production: bool = False,
     allow_self_approval: bool = False,
     lease_ttl_s: float = 300.0,
     claim_lease: bool = True,
+    wrap_store: Callable[[LifecycleStore], LifecycleStore] | None = None,
 ) -> Harness:
     store = await PgStore.open(database_url)
     clock = FakeClock()
@@ -285,11 +303,12 @@ async def make_harness(
         policy=RulePolicy(policy),
         clock=clock,
         instance_id=InstanceId(instance_id),
-        audit_sink=None if audit_sink is None else audit_sink(store),
+        audit_sink=None if audit_sink is None else audit_sink(store.fingerprint),
         tool_timeout_s=tool_timeout_s,
         allow_self_approval=allow_self_approval,
         lease_ttl_s=lease_ttl_s,
         production=production,
+        lifecycle_store=None if wrap_store is None else wrap_store(store.ops),
     )
     assert make_url(database_url).database
     if claim_lease:
@@ -373,7 +392,7 @@ async def crash_during_dispatch(
     )
     assert answer is None, f"the call never reached its tool: {answer}"
     key = harness.sql(
-        "SELECT idempotency_key FROM intents WHERE run_id = %s AND causal_id = %s",
+        "SELECT idempotency_key FROM attempts WHERE run_id = %s AND causal_id = %s",
         harness.run_id,
         causal_id,
     )

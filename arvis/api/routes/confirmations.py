@@ -15,6 +15,7 @@ from arvis.api.schemas import (
     DecisionBody,
 )
 from arvis.domain.ids import ConfirmationId
+from arvis.domain.states import ConfirmationState as ConfirmationStateValue
 from arvis.lifecycle.ports import ConfirmationRecord
 from arvis.lifecycle.results import ID_PATTERN
 
@@ -53,7 +54,7 @@ async def list_confirmations(
 ) -> ConfirmationList:
     """Confirmations of this tenant, by id; filter with ``state=PENDING``."""
     found = await kernel.lifecycle.manager.list_confirmations(
-        identity.tenant_id, state, limit, after
+        identity.tenant_id, None if state is None else ConfirmationStateValue(state), limit, after
     )
     return ConfirmationList(
         confirmations=[_out(record) for record in found],

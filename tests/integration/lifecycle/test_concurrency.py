@@ -32,11 +32,11 @@ async def test_32_concurrent_calls_of_one_decision_execute_it_exactly_once(
     assert set(outcomes) <= {"executed", "deduplicated", "attempt_in_flight"}
     assert harness.tools["write"].calls == 1
     rows = harness.sql(
-        "SELECT count(*), count(*) FILTER (WHERE state = 'CONSUMED') FROM capabilities "
-        "WHERE run_id = %s",
+        "SELECT count(*) FROM journal_entries WHERE run_id = %s AND kind = 'execution'",
         harness.run_id,
     )
-    assert rows == [(1, 1)]
+    assert rows == [(1,)]
+    assert harness.in_flight() == []
     assert harness.sql(
         "SELECT count(*) FROM journal_entries WHERE run_id = %s", harness.run_id
     ) == [(1,)]

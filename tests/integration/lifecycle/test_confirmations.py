@@ -27,7 +27,7 @@ async def test_a_mutating_unsafe_tool_needs_consent_and_nothing_is_minted(
     assert result.boundary is None
     assert harness.capability_states(result.idempotency_key) == []
     assert harness.tools["append"].calls == 0
-    assert harness.sql("SELECT count(*) FROM intents WHERE run_id = %s", harness.run_id) == [(0,)]
+    assert harness.in_flight() == []
 
 
 async def test_asking_again_while_pending_answers_the_same_confirmation(

@@ -37,10 +37,11 @@ async def _deadline_after_start(harness: Harness) -> None:
     assert timed_out.problem is not None
     assert timed_out.problem["code"] == "deadline_exceeded"
     row = harness.sql(
-        "SELECT boundary, started_at IS NOT NULL FROM intents WHERE idempotency_key = %s",
+        "SELECT kind, boundary FROM journal_entries WHERE idempotency_key = %s"
+        " AND attempt IS NOT NULL",
         timed_out.idempotency_key,
     )
-    assert row == [("EFFECT_STARTED", True)]
+    assert row == [("execution", "EFFECT_STARTED")]
     # Uncertain: an unsafe tool is not run again, and its consent is spent.
     again = await harness.execute("append", {"line": "x"}, causal_id="c")
     assert again.reason == "retry_prohibited_uncertain"

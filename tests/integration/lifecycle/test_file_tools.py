@@ -62,7 +62,7 @@ async def files(database_url: str, tmp_path: Path) -> AsyncIterator[Files]:
     try:
         yield Files(harness, sandbox, outside)
     finally:
-        await harness.store.close()
+        await harness.close()
 
 
 def refused_before_start(result: SyscallResult, code: str) -> bool:

@@ -20,11 +20,14 @@ async def test_a_read_only_call_runs_once_and_is_journaled_with_its_receipt(
     assert result.receipt.store_fingerprint == harness.store.fingerprint
     assert harness.tools["read"].calls == 1
     assert harness.capability_states(result.idempotency_key) == ["CONSUMED"]
+    # Settled: no attempt left in flight, and the entry records the receipt's commitment.
+    assert harness.in_flight() == []
     settled = harness.sql(
-        "SELECT settled, boundary, commitment FROM intents WHERE idempotency_key = %s",
+        "SELECT boundary, body::jsonb -> 'receipt' ->> 'intent_commitment' FROM journal_entries"
+        " WHERE idempotency_key = %s",
         result.idempotency_key,
     )
-    assert settled == [(True, "EFFECT_COMPLETED", result.receipt.intent_commitment)]
+    assert settled == [("EFFECT_COMPLETED", result.receipt.intent_commitment)]
 
 
 async def test_the_tool_receives_the_frozen_payload_not_the_callers_object(

@@ -76,7 +76,7 @@ async def governed(
     try:
         yield harness
     finally:
-        await harness.store.close()
+        await harness.close()
 
 
 async def test_a_completed_call_carries_its_idempotency_key_and_sealed_context(

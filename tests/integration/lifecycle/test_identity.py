@@ -29,9 +29,7 @@ async def test_another_principal_cannot_resume_approved_consent(harness: Harness
     # Refused before anything was minted or written; the consent is untouched.
     assert harness.capability_states(stolen.idempotency_key) == []
     assert harness.confirmation_state(pending.confirmation.id) == "APPROVED"
-    assert harness.sql(
-        "SELECT count(*) FROM intents WHERE idempotency_key = %s", stolen.idempotency_key
-    ) == [(0,)]
+    assert harness.in_flight() == []
     assert harness.tools["append"].calls == 0
 
     rightful = await harness.execute("append", {"line": "x"}, causal_id="c")

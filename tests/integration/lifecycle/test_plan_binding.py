@@ -16,7 +16,7 @@ async def test_a_run_bound_to_plan_p_keeps_p_after_the_tool_set_changes(
         run_id = before.run_id
         plan_p = before.lifecycle.plans.current.plan_id
     finally:
-        await before.store.close()
+        await before.close()
 
     # A new deployment: one tool added, one tool's definition changed.
     tools = standard_tools()
@@ -51,4 +51,4 @@ async def test_a_run_bound_to_plan_p_keeps_p_after_the_tool_set_changes(
         )
         assert stored == [(2,)]
     finally:
-        await after.store.close()
+        await after.close()

@@ -21,7 +21,7 @@ async def test_replay_returns_recorded_results_in_causal_order_and_runs_nothing(
 ) -> None:
     await _three_decisions(harness)
     calls = {name: tool.calls for name, tool in harness.tools.items()}
-    capabilities = harness.sql("SELECT capability_id, state FROM capabilities ORDER BY 1")
+    before = harness.sql("SELECT count(*) FROM journal_entries")
 
     replayed = await harness.lifecycle.replay.replay(AGENT.tenant_id, RunId(harness.run_id))
 
@@ -30,7 +30,8 @@ async def test_replay_returns_recorded_results_in_causal_order_and_runs_nothing(
     assert replayed[0].result == {"echo": {"n": 1}}
     assert replayed[1].reason == "unknown_tool"
     assert {name: tool.calls for name, tool in harness.tools.items()} == calls
-    assert harness.sql("SELECT capability_id, state FROM capabilities ORDER BY 1") == capabilities
+    assert harness.sql("SELECT count(*) FROM journal_entries") == before
+    assert harness.in_flight() == []
 
 
 async def test_replay_shows_the_latest_attempt_of_a_retried_decision(harness: Harness) -> None:

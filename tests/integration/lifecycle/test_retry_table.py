@@ -9,7 +9,7 @@ import pytest
 
 from arvis.domain.boundary import EffectBoundary
 from arvis.lifecycle.errors import AttemptInFlight
-from arvis.lifecycle.policy import PolicyConfig, RulePolicy, TenantRules
+from arvis.lifecycle.policy import PolicyConfig, TenantRules
 from arvis.tools.base import ToolInvocation, ToolResult
 from tests.support.lifecycle import Harness, make_harness
 
@@ -48,13 +48,21 @@ async def test_a_completed_attempt_is_answered_from_the_journal_and_nothing_runs
 
 
 async def test_a_refused_attempt_is_admitted_afresh_with_the_same_key(harness: Harness) -> None:
-    harness.lifecycle.handler.authorization.policy = RulePolicy(
-        PolicyConfig(default=TenantRules(deny_tools=["write"]))
+    # The same deployment before a policy change: another process, same database.
+    denying = await make_harness(
+        harness.url,
+        tools=harness.tools,
+        policy=PolicyConfig(default=TenantRules(deny_tools=["write"])),
+        instance_id="before-the-change",
     )
-    refused = await harness.execute("write", {"text": "x"}, causal_id="c")
+    try:
+        refused = await denying.execute(
+            "write", {"text": "x"}, causal_id="c", run_id=harness.run_id
+        )
+    finally:
+        await denying.close()
     assert (refused.outcome, refused.reason) == ("refused", "policy_denied")
 
-    harness.lifecycle.handler.authorization.policy = RulePolicy(NO_CONSENT)
     retried = await harness.execute("write", {"text": "x"}, causal_id="c")
 
     assert (retried.outcome, retried.attempt) == ("executed", 2)
@@ -129,16 +137,22 @@ async def test_an_uncertain_outcome_of_an_idempotent_tool_gets_a_fresh_capabilit
 
 
 async def test_a_started_effect_of_an_unsafe_tool_is_never_retried(harness: Harness) -> None:
-    first = await harness.execute("append", {"line": "a"}, causal_id="c")
-    # EFFECT_STARTED is recorded by recovery and by tools that report a start and
-    # then vanish; put the table in that state directly.
-    harness.sql(
-        "UPDATE actions SET last_boundary = 'EFFECT_STARTED' WHERE idempotency_key = %s",
-        first.idempotency_key,
-    )
+    # The tool reports its start, then the call is cut off: EFFECT_STARTED.
+    running = harness.tools["append"].then_block(report_start=True)
+    call = asyncio.create_task(harness.execute("append", {"line": "a"}, causal_id="c"))
+    await running.wait()
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    assert await harness.lifecycle.handler.drain(5.0)
+
     again = await harness.execute("append", {"line": "a"}, causal_id="c")
     assert again.reason == "retry_prohibited_uncertain"
     assert harness.tools["append"].calls == 1
+    assert harness.sql(
+        "SELECT boundary FROM journal_entries WHERE run_id = %s AND attempt = 1",
+        harness.run_id,
+    ) == [("EFFECT_STARTED",)]
 
 
 async def test_an_attempt_in_flight_refuses_a_second_one(harness: Harness) -> None:

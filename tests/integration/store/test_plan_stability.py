@@ -21,37 +21,46 @@ from tests.support.postgres import create_database, drop_database
 
 PLAN = "p" * 64
 
-# (indexes the plan may look the row up in, statement with two text parameters)
+# (indexes the plan may look the row up in, statement with two text parameters): the
+# lookups of arvis_admit, arvis_journal and arvis_bind (arvis/store/sql/).
 LOOKUPS = [
     pytest.param(
-        "pk_actions",
-        "SELECT 1 FROM ONLY actions x WHERE tenant_id = $1 AND idempotency_key = $2"
-        " FOR KEY SHARE OF x",
-        id="actions-foreign-key-check",
+        "pk_runs",
+        "SELECT plan_id FROM runs WHERE tenant_id = $1 AND run_id = $2",
+        id="runs-bound-plan",
     ),
     pytest.param(
-        "pk_actions",
-        "UPDATE actions SET in_flight = false WHERE tenant_id = $1 AND idempotency_key = $2"
-        " AND attempts = 1",
-        id="actions-settle",
+        "pk_decisions",
+        "SELECT idempotency_key FROM decisions WHERE tenant_id = $1 AND run_id = $2"
+        " AND causal_id = 'c1'",
+        id="decisions-bound-key",
     ),
     pytest.param(
-        "pk_capabilities",
-        "SELECT 1 FROM ONLY capabilities x WHERE tenant_id = $1 AND capability_id = $2"
-        " FOR KEY SHARE OF x",
-        id="capabilities-foreign-key-check",
+        "pk_decisions",
+        "SELECT 1 FROM ONLY decisions x WHERE tenant_id = $1 AND run_id = $2"
+        " AND causal_id = 'c1' FOR KEY SHARE OF x",
+        id="decisions-foreign-key-check",
     ),
     pytest.param(
-        "pk_capabilities",
-        "UPDATE capabilities SET state = 'CONSUMED' WHERE tenant_id = $1"
-        " AND capability_id = $2 AND state = 'ACTIVE'",
-        id="capabilities-consume",
+        "pk_attempts",
+        "SELECT 1 FROM attempts WHERE tenant_id = $1 AND idempotency_key = $2",
+        id="attempts-in-flight",
     ),
     pytest.param(
-        "pk_intents",
-        "UPDATE intents SET settled = true, settled_at = now() WHERE tenant_id = $1"
-        " AND intent_id = $2 AND settled_at IS NULL",
-        id="intents-settle",
+        "pk_attempts",
+        "DELETE FROM attempts WHERE tenant_id = $1 AND idempotency_key = $2 AND attempt = 1",
+        id="attempts-settle",
+    ),
+    pytest.param(
+        "uq_journal_entries_one_result_per_attempt",
+        "SELECT max(attempt) FROM journal_entries WHERE idempotency_key = $2"
+        " AND tenant_id = $1 AND attempt IS NOT NULL",
+        id="journal-latest-attempt",
+    ),
+    pytest.param(
+        "uq_confirmations_idempotency_key_tenant_id",
+        "SELECT confirmation_id FROM confirmations WHERE idempotency_key = $2 AND tenant_id = $1",
+        id="confirmations-of-a-key",
     ),
     pytest.param(
         "pk_confirmations ix_confirmations_tenant_id_state_confirmation_id",
@@ -70,10 +79,8 @@ LOOKUPS = [
 
 @pytest.fixture(scope="module", params=["never analyzed", "analyzed"])
 def conn(request: pytest.FixtureRequest, pg_server_url: str) -> Iterator[psycopg.Connection]:
-    """A few hundred rows of one tenant in every lifecycle table, settled as they are
-    after use; planned before any statistics exist, and again after ANALYZE (which
-    says that almost no intent is unsettled, so a partial index on unsettled intents
-    looks almost empty)."""
+    """A few thousand rows of one tenant in every lifecycle table, as they are under
+    load; planned before any statistics exist, and again after ANALYZE."""
     url = create_database(pg_server_url)
     upgrade(url)
     try:
@@ -91,29 +98,21 @@ def _seed(connection: psycopg.Connection) -> None:
     connection.execute("INSERT INTO tool_plans VALUES (%s, '[]')", (PLAN,))
     connection.execute(
         "INSERT INTO runs (tenant_id, run_id, plan_id, journal_head)"
-        " SELECT 't', 'r' || g / 10, %s, '' FROM generate_series(0, 399, 10) g",
+        " SELECT 't', 'r' || g, %s, '' FROM generate_series(0, 3999) g",
         (PLAN,),
     )
     connection.execute(
-        "INSERT INTO actions (tenant_id, idempotency_key, run_id, causal_id, tool,"
-        " payload_digest, attempts, in_flight)"
-        " SELECT 't', 'k' || g, 'r' || g / 10, 'c' || g, 'echo', 'd', 1, false"
-        " FROM generate_series(0, 399) g"
+        "INSERT INTO decisions (tenant_id, run_id, causal_id, idempotency_key, tool,"
+        " payload_digest, payload)"
+        " SELECT 't', 'r' || g / 10, 'c' || g, 'k' || g, 'echo', 'd', '{}'"
+        " FROM generate_series(0, 3999) g"
     )
+    # Under load, a few hundred attempts are in flight at once (a settled one's row is gone).
     connection.execute(
-        "INSERT INTO capabilities (tenant_id, capability_id, run_id, idempotency_key,"
-        " attempt, manager_id, state, receipt_position)"
-        " SELECT 't', 'cap' || g, 'r' || g / 10, 'k' || g, 1, 'm', 'CONSUMED', g"
-        " FROM generate_series(0, 399) g"
-    )
-    connection.execute(
-        "INSERT INTO intents (tenant_id, intent_id, run_id, causal_id, idempotency_key,"
-        " attempt, tool, plan_id, payload, payload_digest, capability_id, commitment,"
-        " receipt_position, context, instance_id, settled, boundary, settled_at)"
-        " SELECT 't', 'int' || g, 'r' || g / 10, 'c' || g, 'k' || g, 1, 'echo', %s, '{}',"
-        " 'd', 'cap' || g, 'c', g, '{}', 'i', g > 0,"
-        " CASE WHEN g > 0 THEN 'EFFECT_COMPLETED' END, CASE WHEN g > 0 THEN now() END"
-        " FROM generate_series(0, 399) g",
+        "INSERT INTO attempts (tenant_id, idempotency_key, attempt, run_id, causal_id, tool,"
+        " plan_id, intent_id, capability_id, commitment, receipt_position, context, owner)"
+        " SELECT 't', 'k' || g, 1, 'r' || g / 10, 'c' || g, 'echo', %s, 'int' || g,"
+        " 'cap' || g, 'c', 1, '{}', 'i/1' FROM generate_series(0, 1999) g",
         (PLAN,),
     )
     connection.execute(
@@ -121,14 +120,14 @@ def _seed(connection: psycopg.Connection) -> None:
         " idempotency_key, attempt, intent_id, boundary, body, prev_hash, entry_hash,"
         " recorded_at) SELECT 't', 'r' || g / 10, g % 10 + 1, 'execution', 'c' || g,"
         " 'k' || g, 1, 'int' || g, 'EFFECT_COMPLETED', '{}', 'p', 'e', now()"
-        " FROM generate_series(0, 399) g"
+        " FROM generate_series(2000, 3999) g"
     )
     connection.execute(
         "INSERT INTO confirmations (tenant_id, confirmation_id, run_id, causal_id,"
         " idempotency_key, tool, payload_digest, payload, state, context, expires_at)"
         " SELECT 't', 'cnf' || g, 'r' || g / 10, 'c' || g, 'k' || g, 'echo', 'd', '{}',"
         " CASE WHEN g = 0 THEN 'RESERVED' ELSE 'CONSUMED' END, '{}', now()"
-        " FROM generate_series(0, 399) g"
+        " FROM generate_series(0, 3999) g"
     )
 
 

@@ -1,4 +1,4 @@
-"""The schema itself refuses rows that break the lifecycle's invariants."""
+"""The schema itself refuses rows that break the lifecycle's invariants (revision 0005)."""
 
 from __future__ import annotations
 
@@ -24,28 +24,19 @@ def conn(database_url: str) -> Iterator[psycopg.Connection]:
             (PLAN,),
         )
         connection.execute(
-            "INSERT INTO actions (tenant_id, idempotency_key, run_id, causal_id, tool, "
-            "payload_digest, attempts, in_flight) VALUES ('t1', 'k1', 'r1', 'c1', 'echo', 'd', 2, "
-            "true)"
+            "INSERT INTO decisions (tenant_id, run_id, causal_id, idempotency_key, tool,"
+            " payload_digest, payload) VALUES ('t1', 'r1', 'c1', 'k1', 'echo', 'd', '{}')"
         )
-        for attempt in (1, 2):
-            connection.execute(
-                "INSERT INTO capabilities (tenant_id, capability_id, run_id, idempotency_key, "
-                "attempt, manager_id, state) VALUES ('t1', %s, 'r1', 'k1', %s, 'm', 'MINTED')",
-                (f"cap{attempt}", attempt),
-            )
         yield connection
         connection.rollback()
 
 
-def _intent(conn: psycopg.Connection, attempt: int, *, settled: bool) -> None:
+def _attempt(conn: psycopg.Connection, attempt: int, *, key: str = "k1") -> None:
     conn.execute(
-        "INSERT INTO intents (tenant_id, intent_id, run_id, causal_id, idempotency_key, attempt, "
-        "tool, plan_id, payload, payload_digest, capability_id, commitment, receipt_position, "
-        "context, instance_id, settled, settled_at) VALUES ('t1', %s, 'r1', 'c1', 'k1', %s, "
-        "'echo', 'pppp', '{}', 'd', %s, 'c', nextval('receipt_position_seq'), '{}', 'i', %s, "
-        "CASE WHEN %s THEN now() END)",
-        (f"intent{attempt}", attempt, f"cap{attempt}", settled, settled),
+        "INSERT INTO attempts (tenant_id, idempotency_key, attempt, run_id, causal_id, tool,"
+        " plan_id, intent_id, capability_id, commitment, receipt_position, context, owner)"
+        " VALUES ('t1', %s, %s, 'r1', 'c1', 'echo', %s, %s, %s, 'c', %s, '{}', 'i/1')",
+        (key, attempt, PLAN, f"int{attempt}", f"cap{attempt}", attempt),
     )
 
 
@@ -58,19 +49,22 @@ def _journal(conn: psycopg.Connection, position: int, attempt: int | None) -> No
     )
 
 
-def test_a_second_unsettled_attempt_for_one_idempotency_key_is_rejected(
+def test_a_second_attempt_in_flight_for_one_idempotency_key_is_rejected(
     conn: psycopg.Connection,
 ) -> None:
-    _intent(conn, 1, settled=False)
-    with pytest.raises(psycopg.errors.UniqueViolation, match="one_unsettled_attempt"):
-        _intent(conn, 2, settled=False)
+    _attempt(conn, 1)
+    with pytest.raises(psycopg.errors.UniqueViolation, match="pk_attempts"):
+        _attempt(conn, 2)
 
 
 def test_a_new_attempt_is_accepted_once_the_earlier_one_is_settled(
     conn: psycopg.Connection,
 ) -> None:
-    _intent(conn, 1, settled=True)
-    _intent(conn, 2, settled=False)
+    _attempt(conn, 1)
+    # Settling is the entry's append and the in-flight row's removal, together.
+    _journal(conn, 1, 1)
+    conn.execute("DELETE FROM attempts WHERE idempotency_key = 'k1' AND attempt = 1")
+    _attempt(conn, 2)
 
 
 def test_a_duplicate_journal_position_in_a_run_is_rejected(conn: psycopg.Connection) -> None:
@@ -85,18 +79,9 @@ def test_a_second_result_for_one_attempt_is_rejected(conn: psycopg.Connection) -
         _journal(conn, 2, 1)
 
 
-def test_an_unknown_capability_state_is_rejected(conn: psycopg.Connection) -> None:
-    with pytest.raises(psycopg.errors.CheckViolation, match="state_known"):
-        conn.execute(
-            "UPDATE capabilities SET state = 'BORROWED', receipt_position = 7 "
-            "WHERE capability_id = 'cap1'"
-        )
-
-
 def test_unknown_boundaries_and_confirmation_states_are_rejected(
     conn: psycopg.Connection,
 ) -> None:
-    _intent(conn, 1, settled=False)
     _journal(conn, 1, 1)
     conn.execute(
         "INSERT INTO confirmations (tenant_id, confirmation_id, run_id, causal_id, "
@@ -104,15 +89,19 @@ def test_unknown_boundaries_and_confirmation_states_are_rejected(
         "('t1', 'cf1', 'r1', 'c1', 'k1', 'echo', 'd', '{}', 'PENDING', '{}', now())"
     )
     for statement in (
-        "UPDATE intents SET boundary = 'EFFECT_PROBABLY_FINE'",
         "UPDATE journal_entries SET boundary = 'EFFECT_PROBABLY_FINE'",
+        "UPDATE journal_entries SET kind = 'rumour'",
         "UPDATE confirmations SET state = 'MAYBE'",
-        "UPDATE actions SET last_boundary = 'SOMETHING'",
     ):
         conn.execute("SAVEPOINT s")
         with pytest.raises(psycopg.errors.CheckViolation):
             conn.execute(statement)
         conn.execute("ROLLBACK TO SAVEPOINT s")
+
+
+def test_an_attempt_number_is_positive(conn: psycopg.Connection) -> None:
+    with pytest.raises(psycopg.errors.CheckViolation, match="attempt_positive"):
+        _attempt(conn, 0)
 
 
 @pytest.mark.parametrize("tenant", [None, ""])
@@ -125,30 +114,32 @@ def test_a_row_without_tenant_is_rejected(conn: psycopg.Connection, tenant: str 
         )
 
 
-def test_an_intent_cannot_point_at_a_run_of_another_tenant(conn: psycopg.Connection) -> None:
+def test_a_decision_cannot_point_at_a_run_of_another_tenant(conn: psycopg.Connection) -> None:
     conn.execute(
         "INSERT INTO runs (tenant_id, run_id, plan_id, journal_head) VALUES ('t2', 'r2', %s, 'g')",
         (PLAN,),
     )
     with pytest.raises(psycopg.errors.ForeignKeyViolation):
         conn.execute(
-            "INSERT INTO actions (tenant_id, idempotency_key, run_id, causal_id, tool, "
-            "payload_digest, attempts, in_flight) VALUES ('t2', 'k9', 'r1', 'c1', 'echo', 'd', 0, "
-            "false)"
+            "INSERT INTO decisions (tenant_id, run_id, causal_id, idempotency_key, tool,"
+            " payload_digest) VALUES ('t2', 'r1', 'c9', 'k9', 'echo', 'd')"
         )
 
 
-def test_an_active_capability_needs_the_receipt_that_activated_it(
-    conn: psycopg.Connection,
-) -> None:
-    with pytest.raises(psycopg.errors.CheckViolation, match="active_has_receipt"):
-        conn.execute("UPDATE capabilities SET state = 'ACTIVE' WHERE capability_id = 'cap1'")
+def test_an_attempt_belongs_to_a_decision_of_its_tenant(conn: psycopg.Connection) -> None:
+    with pytest.raises(psycopg.errors.ForeignKeyViolation):
+        conn.execute(
+            "INSERT INTO attempts (tenant_id, idempotency_key, attempt, run_id, causal_id, tool,"
+            " plan_id, intent_id, capability_id, commitment, receipt_position, context, owner)"
+            " VALUES ('t1', 'k7', 1, 'r1', 'no-such-decision', 'echo', %s, 'i', 'c', 'c', 1,"
+            " '{}', 'i/1')",
+            (PLAN,),
+        )
 
 
 def test_one_causal_id_names_one_decision(conn: psycopg.Connection) -> None:
-    with pytest.raises(psycopg.errors.UniqueViolation, match="causal_id"):
+    with pytest.raises(psycopg.errors.UniqueViolation, match="pk_decisions"):
         conn.execute(
-            "INSERT INTO actions (tenant_id, idempotency_key, run_id, causal_id, tool, "
-            "payload_digest, attempts, in_flight) VALUES ('t1', 'k2', 'r1', 'c1', 'other', "
-            "'d2', 0, false)"
+            "INSERT INTO decisions (tenant_id, run_id, causal_id, idempotency_key, tool,"
+            " payload_digest) VALUES ('t1', 'r1', 'c1', 'k2', 'other', 'd2')"
         )

@@ -1,0 +1,183 @@
+"""The asyncio client: :class:`AsyncArvisClient`, method for method the blocking one."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, TypeVar
+
+import httpx
+
+from arvis.client import _calls
+from arvis.client._calls import Call, SyscallAnswer
+from arvis.client._options import ClientOptions
+from arvis.client.errors import ArvisClientError
+from arvis.client.models import (
+    Confirmation,
+    ConfirmationPage,
+    ConfirmationState,
+    JournalEntry,
+    JournalPage,
+    ReplayPage,
+    ToolPlan,
+    Verification,
+)
+from arvis.client.retry import RetryPolicy
+
+__all__ = ["AsyncArvisClient"]
+
+log = logging.getLogger("arvis.client")
+T = TypeVar("T")
+
+
+class AsyncArvisClient:
+    """ARVIS over HTTP from asyncio, with one bearer key (tenant, principal and roles).
+
+    Every method sends one request of docs/http.md and answers its typed value; a problem
+    answer raises its :class:`~arvis.client.errors.ArvisProblem` subclass. Requests that
+    are harmless to repeat (``execute`` by design, the reads, ``replay``) are re-posted
+    unchanged under ``retry`` after a lost answer or a retryable problem; ``approve`` and
+    ``deny`` only when they certainly did nothing.
+
+    ``timeout`` should exceed the server's ``ARVIS_REQUEST_TIMEOUT_S`` (30 s by default),
+    so a slow call is answered by ARVIS (``request_timeout``) rather than abandoned here.
+    ``transport`` replaces httpx's (a proxy, a test transport).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout: float | httpx.Timeout = ClientOptions.DEFAULT_TIMEOUT,
+        retry: RetryPolicy | None = None,
+        limits: httpx.Limits | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        options = ClientOptions.make(api_key, timeout=timeout, retry=retry, headers=headers)
+        self.retry = options.retry
+        self._http = httpx.AsyncClient(
+            base_url=base_url,
+            headers=options.headers,
+            timeout=options.timeout,
+            limits=limits or httpx.Limits(),
+            transport=transport,
+            follow_redirects=False,
+        )
+
+    async def __aenter__(self) -> AsyncArvisClient:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def execute(
+        self,
+        run_id: str,
+        causal_id: str,
+        tool: str,
+        payload: Mapping[str, Any],
+        *,
+        retry: RetryPolicy | None = None,
+    ) -> SyscallAnswer:
+        """Govern one ``tool.execute``: ``Executed``, ``Deduplicated``, ``Refused`` or
+        ``ConfirmationRequired``. A lost answer is re-posted with the same ids, never a
+        new causal id; after :class:`~arvis.client.errors.RetryExhausted` with
+        ``outcome_unknown``, re-post the same call later to learn what happened."""
+        return await self._send(_calls.syscall(run_id, causal_id, tool, payload), retry)
+
+    async def tools(self) -> ToolPlan:
+        """The current plan's definitions."""
+        return await self._send(_calls.tools())
+
+    async def journal(self, run_id: str, *, after: int = 0, limit: int = 100) -> JournalPage:
+        """One page of the run's journal (auditor); ``limit`` ≤ 1000."""
+        return await self._send(_calls.journal(run_id, after, limit))
+
+    async def iter_journal(
+        self, run_id: str, *, page_size: int = 1000
+    ) -> AsyncIterator[JournalEntry]:
+        """Every entry of the run's journal, in chain order, page by page."""
+        after: int | None = 0
+        while after is not None:
+            page = await self.journal(run_id, after=after, limit=page_size)
+            for entry in page.entries:
+                yield entry
+            after = page.next_after
+
+    async def verify(self, run_id: str) -> Verification:
+        """Recompute the run's chain and say where, if anywhere, it breaks (auditor)."""
+        return await self._send(_calls.verify(run_id))
+
+    async def replay(self, run_id: str, *, after: int = 0, limit: int = 100) -> ReplayPage:
+        """One page of the run's recorded results (agent, auditor). Runs nothing; a broken
+        chain raises :class:`~arvis.client.errors.ChainBroken`."""
+        return await self._send(_calls.replay(run_id, after, limit))
+
+    async def iter_replay(
+        self, run_id: str, *, page_size: int = 1000
+    ) -> AsyncIterator[SyscallAnswer]:
+        """Every recorded result of the run, page by page."""
+        after: int | None = 0
+        while after is not None:
+            page = await self.replay(run_id, after=after, limit=page_size)
+            for result in page.results:
+                yield result
+            after = page.next_after
+
+    async def confirmations(
+        self,
+        *,
+        state: ConfirmationState | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> ConfirmationPage:
+        """One page of this tenant's confirmations (approver), e.g. ``state="PENDING"``."""
+        return await self._send(_calls.confirmations(state, limit, after))
+
+    async def iter_confirmations(
+        self, *, state: ConfirmationState | None = None, page_size: int = 500
+    ) -> AsyncIterator[Confirmation]:
+        """Every confirmation in ``state``, page by page."""
+        after: str | None = None
+        while True:
+            page = await self.confirmations(state=state, limit=page_size, after=after)
+            for confirmation in page.confirmations:
+                yield confirmation
+            if page.next_after is None:
+                return
+            after = page.next_after
+
+    async def approve(self, confirmation_id: str, *, reason: str | None = None) -> Confirmation:
+        """PENDING → APPROVED (approver; never one's own request: ``SelfApproval``). The
+        agent then re-posts the same syscall to run it."""
+        return await self._send(_calls.decide(confirmation_id, "approve", reason))
+
+    async def deny(self, confirmation_id: str, *, reason: str | None = None) -> Confirmation:
+        """PENDING or APPROVED → DENIED; the decision is refused for ever."""
+        return await self._send(_calls.decide(confirmation_id, "deny", reason))
+
+    async def _send(self, call: Call[T], retry: RetryPolicy | None = None) -> T:
+        attempts = (retry or self.retry).start()
+        while True:
+            attempts.attempt()
+            try:
+                return await self._once(call)
+            except ArvisClientError as error:
+                delay = attempts.after(error, idempotent=call.idempotent)
+                log.debug(
+                    "re-posting %s %s in %.2fs after %s", call.method, call.path, delay, error.code
+                )
+            await asyncio.sleep(delay)
+
+    async def _once(self, call: Call[T]) -> T:
+        try:
+            response = await self._http.send(_calls.request(self._http, call))
+        except httpx.TransportError as exc:
+            raise _calls.transport_error(exc) from exc
+        return _calls.read(call, response)

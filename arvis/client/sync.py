@@ -1,0 +1,176 @@
+"""The blocking client: :class:`ArvisClient`."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any, TypeVar
+
+import httpx
+
+from arvis.client import _calls
+from arvis.client._calls import Call, SyscallAnswer
+from arvis.client._options import ClientOptions
+from arvis.client.errors import ArvisClientError
+from arvis.client.models import (
+    Confirmation,
+    ConfirmationPage,
+    ConfirmationState,
+    JournalEntry,
+    JournalPage,
+    ReplayPage,
+    ToolPlan,
+    Verification,
+)
+from arvis.client.retry import RetryPolicy
+
+__all__ = ["ArvisClient"]
+
+log = logging.getLogger("arvis.client")
+T = TypeVar("T")
+
+
+class ArvisClient:
+    """ARVIS over HTTP, with one bearer key (which fixes tenant, principal and roles).
+
+    Every method sends one request of docs/http.md and answers its typed value; a problem
+    answer raises its :class:`~arvis.client.errors.ArvisProblem` subclass. Requests that
+    are harmless to repeat (``execute`` by design, the reads, ``replay``) are re-posted
+    unchanged under ``retry`` after a lost answer or a retryable problem; ``approve`` and
+    ``deny`` only when they certainly did nothing.
+
+    ``timeout`` should exceed the server's ``ARVIS_REQUEST_TIMEOUT_S`` (30 s by default),
+    so a slow call is answered by ARVIS (``request_timeout``) rather than abandoned here.
+    ``transport`` replaces httpx's (a proxy, a test transport).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout: float | httpx.Timeout = ClientOptions.DEFAULT_TIMEOUT,
+        retry: RetryPolicy | None = None,
+        limits: httpx.Limits | None = None,
+        transport: httpx.BaseTransport | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        options = ClientOptions.make(api_key, timeout=timeout, retry=retry, headers=headers)
+        self.retry = options.retry
+        self._http = httpx.Client(
+            base_url=base_url,
+            headers=options.headers,
+            timeout=options.timeout,
+            limits=limits or httpx.Limits(),
+            transport=transport,
+            follow_redirects=False,
+        )
+
+    def __enter__(self) -> ArvisClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def execute(
+        self,
+        run_id: str,
+        causal_id: str,
+        tool: str,
+        payload: Mapping[str, Any],
+        *,
+        retry: RetryPolicy | None = None,
+    ) -> SyscallAnswer:
+        """Govern one ``tool.execute``: ``Executed``, ``Deduplicated``, ``Refused`` or
+        ``ConfirmationRequired``. A lost answer is re-posted with the same ids, never a
+        new causal id; after :class:`~arvis.client.errors.RetryExhausted` with
+        ``outcome_unknown``, re-post the same call later to learn what happened."""
+        return self._send(_calls.syscall(run_id, causal_id, tool, payload), retry)
+
+    def tools(self) -> ToolPlan:
+        """The current plan's definitions."""
+        return self._send(_calls.tools())
+
+    def journal(self, run_id: str, *, after: int = 0, limit: int = 100) -> JournalPage:
+        """One page of the run's journal (auditor); ``limit`` ≤ 1000."""
+        return self._send(_calls.journal(run_id, after, limit))
+
+    def iter_journal(self, run_id: str, *, page_size: int = 1000) -> Iterator[JournalEntry]:
+        """Every entry of the run's journal, in chain order, page by page."""
+        after: int | None = 0
+        while after is not None:
+            page = self.journal(run_id, after=after, limit=page_size)
+            yield from page.entries
+            after = page.next_after
+
+    def verify(self, run_id: str) -> Verification:
+        """Recompute the run's chain and say where, if anywhere, it breaks (auditor)."""
+        return self._send(_calls.verify(run_id))
+
+    def replay(self, run_id: str, *, after: int = 0, limit: int = 100) -> ReplayPage:
+        """One page of the run's recorded results (agent, auditor). Runs nothing; a broken
+        chain raises :class:`~arvis.client.errors.ChainBroken`."""
+        return self._send(_calls.replay(run_id, after, limit))
+
+    def iter_replay(self, run_id: str, *, page_size: int = 1000) -> Iterator[SyscallAnswer]:
+        """Every recorded result of the run, page by page."""
+        after: int | None = 0
+        while after is not None:
+            page = self.replay(run_id, after=after, limit=page_size)
+            yield from page.results
+            after = page.next_after
+
+    def confirmations(
+        self,
+        *,
+        state: ConfirmationState | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> ConfirmationPage:
+        """One page of this tenant's confirmations (approver), e.g. ``state="PENDING"``."""
+        return self._send(_calls.confirmations(state, limit, after))
+
+    def iter_confirmations(
+        self, *, state: ConfirmationState | None = None, page_size: int = 500
+    ) -> Iterator[Confirmation]:
+        """Every confirmation in ``state``, page by page."""
+        after: str | None = None
+        while True:
+            page = self.confirmations(state=state, limit=page_size, after=after)
+            yield from page.confirmations
+            if page.next_after is None:
+                return
+            after = page.next_after
+
+    def approve(self, confirmation_id: str, *, reason: str | None = None) -> Confirmation:
+        """PENDING → APPROVED (approver; never one's own request: ``SelfApproval``). The
+        agent then re-posts the same syscall to run it."""
+        return self._send(_calls.decide(confirmation_id, "approve", reason))
+
+    def deny(self, confirmation_id: str, *, reason: str | None = None) -> Confirmation:
+        """PENDING or APPROVED → DENIED; the decision is refused for ever."""
+        return self._send(_calls.decide(confirmation_id, "deny", reason))
+
+    def _send(self, call: Call[T], retry: RetryPolicy | None = None) -> T:
+        attempts = (retry or self.retry).start()
+        while True:
+            attempts.attempt()
+            try:
+                return self._once(call)
+            except ArvisClientError as error:
+                delay = attempts.after(error, idempotent=call.idempotent)
+                log.debug(
+                    "re-posting %s %s in %.2fs after %s", call.method, call.path, delay, error.code
+                )
+            time.sleep(delay)
+
+    def _once(self, call: Call[T]) -> T:
+        try:
+            response = self._http.send(_calls.request(self._http, call))
+        except httpx.TransportError as exc:
+            raise _calls.transport_error(exc) from exc
+        return _calls.read(call, response)

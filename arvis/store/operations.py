@@ -1,0 +1,396 @@
+"""The lifecycle's write steps on PostgreSQL: each one statement, one round trip, one commit.
+
+The statements call the server-side functions of ``arvis/store/sql/`` (one file
+per function, their current text) on a psycopg pool of autocommit connections
+with prepared statements: a statement is its own transaction. Nothing here
+decides anything; :mod:`arvis.lifecycle` does, and this module only writes what
+it was told, answering the store's own checks as statuses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row, tuple_row
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from arvis.domain.boundary import EffectBoundary
+from arvis.domain.errors import StoreUnavailable
+from arvis.domain.ids import ConfirmationId, IdempotencyKey, RunId, TenantId
+from arvis.domain.journal import artifact_text
+from arvis.domain.states import ConfirmationState
+from arvis.lifecycle.ports import (
+    Admission,
+    AdmitAnswer,
+    AppendAnswer,
+    ConsentAnswer,
+    ConsentRequest,
+    DecisionHistory,
+    InFlightAttempt,
+    JournalAppend,
+    JournalEntry,
+    LatestAttempt,
+)
+from arvis.store.engine import libpq_url
+from arvis.store.errors import translate_driver
+from arvis.store.reads import PgReads, confirmation_from
+
+# The two statements of a governed call (bench/floor.py times them alone too).
+ADMIT_SQL = (
+    "SELECT out_status, out_receipt_position, out_run_plan FROM arvis_admit("
+    "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+JOURNAL_SQL = (
+    "SELECT out_status, out_position, out_prev_hash, out_entry_hash FROM arvis_journal("
+    "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
+    " %s, %s)"
+)
+CONSENT_SQL = (
+    "SELECT out_status, out_confirmation_id, out_run_plan FROM arvis_request_consent("
+    "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+HISTORY_SQL = (
+    "SELECT (SELECT idempotency_key FROM decisions WHERE tenant_id = %(t)s"
+    "   AND run_id = %(r)s AND causal_id = %(c)s) AS bound_key,"
+    " l.attempt, l.boundary, l.retryable, l.position,"
+    " (SELECT attempt FROM attempts WHERE tenant_id = %(t)s"
+    "   AND idempotency_key = %(k)s) AS in_flight,"
+    " c.confirmation_id, c.tenant_id AS c_tenant_id, c.run_id AS c_run_id,"
+    " c.causal_id AS c_causal_id, c.idempotency_key AS c_idempotency_key, c.tool AS c_tool,"
+    " c.payload AS c_payload, c.state AS c_state, c.context AS c_context,"
+    " c.decided_by AS c_decided_by, c.decision_reason AS c_reason, c.decided_at AS c_decided_at,"
+    " c.expires_at AS c_expires_at, c.created_at AS c_created_at"
+    " FROM (SELECT 1) AS one"
+    " LEFT JOIN LATERAL (SELECT attempt, boundary, retryable, position FROM journal_entries"
+    "   WHERE idempotency_key = %(k)s AND tenant_id = %(t)s AND attempt IS NOT NULL"
+    "   ORDER BY attempt DESC LIMIT 1) AS l ON true"
+    " LEFT JOIN confirmations c ON c.idempotency_key = %(k)s AND c.tenant_id = %(t)s"
+)
+MARK_STARTED_SQL = (
+    "UPDATE attempts SET started_at = now() WHERE tenant_id = %s AND idempotency_key = %s"
+    " AND attempt = %s AND started_at IS NULL"
+)
+EXPIRE_SQL = (
+    "UPDATE confirmations SET state = 'EXPIRED', updated_at = now()"
+    " WHERE tenant_id = %s AND confirmation_id = %s AND state = ANY(%s)"
+)
+_ATTEMPT_COLUMNS = (
+    "a.tenant_id, a.idempotency_key, a.attempt, a.run_id, a.causal_id, a.tool, a.plan_id,"
+    " a.intent_id, a.capability_id, a.commitment, a.receipt_position, a.context, a.owner,"
+    " a.confirmation_id, a.admitted_at, a.started_at IS NOT NULL AS started, d.payload_digest"
+    " FROM attempts a JOIN decisions d"
+    " ON d.tenant_id = a.tenant_id AND d.run_id = a.run_id AND d.causal_id = a.causal_id"
+)
+IN_FLIGHT_SQL = {
+    "owner": f"SELECT {_ATTEMPT_COLUMNS} WHERE a.owner = %s ORDER BY a.admitted_at LIMIT %s",
+    # No live lease holds the owner's name: it expired, was released, or never was.
+    "abandoned": (
+        f"SELECT {_ATTEMPT_COLUMNS} WHERE NOT EXISTS (SELECT 1 FROM instance_leases l"
+        " WHERE l.instance_id = a.owner AND NOT l.released AND l.expires_at > now())"
+        " ORDER BY a.admitted_at LIMIT %s"
+    ),
+    "key": f"SELECT {_ATTEMPT_COLUMNS} WHERE a.tenant_id = %s AND a.idempotency_key = %s",
+}
+CLAIM_LEASE_SQL = (
+    "INSERT INTO instance_leases (instance_id, holder, expires_at)"
+    " VALUES (%(n)s, %(h)s, now() + make_interval(secs => %(ttl)s))"
+    " ON CONFLICT (instance_id) DO UPDATE SET holder = excluded.holder,"
+    " started_at = now(), last_beat_at = now(), expires_at = excluded.expires_at,"
+    " released = false"
+    " WHERE instance_leases.released OR instance_leases.expires_at <= now()"
+    " RETURNING instance_id"
+)
+BEAT_LEASE_SQL = (
+    "UPDATE instance_leases SET last_beat_at = now(),"
+    " expires_at = now() + make_interval(secs => %(ttl)s)"
+    " WHERE instance_id = %(n)s AND holder = %(h)s AND NOT released"
+)
+RELEASE_LEASE_SQL = (
+    "UPDATE instance_leases SET released = true, expires_at = now()"
+    " WHERE instance_id = %s AND holder = %s"
+)
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+class PgOperations:
+    """The write steps and the reads of the lifecycle, on one pool."""
+
+    def __init__(self, pool: AsyncConnectionPool, fingerprint: str) -> None:
+        self.pool = pool
+        self.fingerprint = fingerprint
+        """DESIGN §5: the database's system identifier plus the schema revision."""
+
+    @classmethod
+    async def open(
+        cls, url: str, fingerprint: str, *, max_size: int = 10, timeout_s: float = 5.0
+    ) -> PgOperations:
+        pool = AsyncConnectionPool(
+            libpq_url(url),
+            min_size=1,
+            max_size=max_size,
+            # A request must not wait long for a connection during an outage.
+            timeout=timeout_s,
+            reconnect_timeout=timeout_s,
+            kwargs={"autocommit": True, "prepare_threshold": 0, "connect_timeout": 5},
+            open=False,
+        )
+        try:
+            await pool.open(wait=True, timeout=timeout_s)
+        except (PoolTimeout, psycopg.Error) as exc:
+            await pool.close()
+            raise StoreUnavailable("the database is unreachable") from exc
+        return cls(pool, fingerprint)
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    # -- plumbing -----------------------------------------------------------
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        try:
+            async with self.pool.connection() as conn:
+                yield conn
+        except PoolTimeout as exc:
+            raise StoreUnavailable("no database connection became available") from exc
+        except psycopg.Error as exc:
+            domain = translate_driver(exc)
+            if domain is None:
+                raise
+            if isinstance(domain, StoreUnavailable):
+                # Connections pooled before an outage are dead now: check them all
+                # in the background so the next request gets a live one.
+                asyncio.get_running_loop().create_task(self._check())
+            raise domain from exc
+
+    async def _check(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.pool.check()
+
+    async def _row(self, sql: str, params: Sequence[Any] | dict[str, Any]) -> tuple[Any, ...]:
+        async with self._connection() as conn:
+            cursor = conn.cursor(row_factory=tuple_row)
+            await cursor.execute(sql, params)
+            row = await cursor.fetchone()
+        assert row is not None
+        return row
+
+    async def _count(self, sql: str, params: Sequence[Any] | dict[str, Any]) -> int:
+        async with self._connection() as conn:
+            cursor = await conn.execute(sql, params)
+            return cursor.rowcount
+
+    async def query_one(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        """One prepared read on this pool (e.g. an API key per request)."""
+        async with self._connection() as conn:
+            cursor = conn.cursor(row_factory=tuple_row)
+            await cursor.execute(sql, params)
+            return await cursor.fetchone()
+
+    # -- the write steps ----------------------------------------------------
+
+    async def admit(self, admission: Admission) -> AdmitAnswer:
+        intent = admission.intent
+        context = intent.context
+        receipt = admission.receipt
+        status, position, plan = await self._row(
+            ADMIT_SQL,
+            (
+                context.tenant_id,
+                context.run_id,
+                intent.plan_id,
+                context.causal_id,
+                intent.idempotency_key,
+                intent.tool,
+                intent.payload.digest,
+                intent.attempt,
+                intent.intent_id,
+                intent.capability_id,
+                admission.payload_text,
+                intent.commitment,
+                context.model_dump_json(),
+                context.instance_id,
+                intent.confirmation_id,
+                admission.reserve,
+                None if receipt is None else receipt.position,
+            ),
+        )
+        return AdmitAnswer(status=status, receipt_position=position, run_plan=plan)
+
+    async def journal(self, append: JournalAppend) -> AppendAnswer:
+        body_text = artifact_text(append.artifact)
+        stamp = _stamp(append.recorded_at)
+        bind = append.bind
+        change = append.confirmation
+        kind = _KIND[type(append.artifact).__name__]
+        status, position, prev_hash, entry_hash = await self._row(
+            JOURNAL_SQL,
+            (
+                append.tenant_id,
+                append.run_id,
+                kind,
+                append.causal_id,
+                append.idempotency_key,
+                append.attempt,
+                append.intent_id,
+                None if append.boundary is None else append.boundary.value,
+                append.retryable,
+                body_text,
+                stamp,
+                append.settle,
+                bind is not None,
+                None if bind is None else bind.plan_id,
+                None if bind is None else bind.tool,
+                None if bind is None else bind.payload_digest,
+                None if bind is None else bind.payload_text,
+                None if change is None else change.confirmation_id,
+                None if change is None else [s.value for s in change.from_states],
+                None if change is None else change.to_state.value,
+                change is not None and change.strict,
+                None if change is None else change.decided_by,
+                None if change is None else change.reason,
+                append.flag,
+            ),
+        )
+        if position is None:
+            return AppendAnswer(status=status, entry=None)
+        entry = JournalEntry(
+            tenant_id=append.tenant_id,
+            run_id=append.run_id,
+            position=position,
+            kind=kind,
+            causal_id=append.causal_id,
+            idempotency_key=append.idempotency_key,
+            attempt=append.attempt,
+            intent_id=append.intent_id,
+            boundary=None if append.boundary is None else append.boundary.value,
+            body_text=body_text,
+            prev_hash=prev_hash,
+            entry_hash=entry_hash,
+            recorded_at=datetime.fromisoformat(stamp),
+        )
+        return AppendAnswer(status=status, entry=entry)
+
+    async def request_consent(self, request: ConsentRequest) -> ConsentAnswer:
+        record = request.confirmation
+        status, confirmation_id, plan = await self._row(
+            CONSENT_SQL,
+            (
+                record.tenant_id,
+                record.run_id,
+                request.plan_id,
+                record.causal_id,
+                record.idempotency_key,
+                record.tool,
+                request.payload_digest,
+                record.confirmation_id,
+                request.payload_text,
+                json.dumps(record.context),
+                record.expires_at,
+                record.created_at,
+            ),
+        )
+        return ConsentAnswer(status=status, confirmation_id=confirmation_id, run_plan=plan)
+
+    async def history(
+        self, tenant_id: TenantId, run_id: RunId, causal_id: str, key: IdempotencyKey
+    ) -> DecisionHistory:
+        async with self._connection() as conn:
+            cursor = conn.cursor(row_factory=dict_row)
+            await cursor.execute(
+                HISTORY_SQL, {"t": tenant_id, "r": run_id, "c": causal_id, "k": key}
+            )
+            row = await cursor.fetchone()
+        assert row is not None
+        latest = (
+            None
+            if row["attempt"] is None
+            else LatestAttempt(
+                attempt=row["attempt"],
+                boundary=EffectBoundary(row["boundary"]),
+                retryable=row["retryable"],
+                position=row["position"],
+            )
+        )
+        confirmation = (
+            None
+            if row["confirmation_id"] is None
+            else confirmation_from(
+                {key[2:]: value for key, value in row.items() if key.startswith("c_")}
+                | {"confirmation_id": row["confirmation_id"]}
+            )
+        )
+        return DecisionHistory(
+            bound_key=row["bound_key"],
+            latest=latest,
+            in_flight=row["in_flight"],
+            confirmation=confirmation,
+        )
+
+    async def mark_started(self, tenant_id: TenantId, key: IdempotencyKey, attempt: int) -> None:
+        await self._count(MARK_STARTED_SQL, (tenant_id, key, attempt))
+
+    async def expire_confirmation(
+        self,
+        tenant_id: TenantId,
+        confirmation_id: ConfirmationId,
+        from_states: Sequence[ConfirmationState],
+    ) -> bool:
+        changed = await self._count(
+            EXPIRE_SQL, (tenant_id, confirmation_id, [s.value for s in from_states])
+        )
+        return changed == 1
+
+    async def in_flight(self, *, limit: int, owner: str | None = None) -> list[InFlightAttempt]:
+        if owner is None:
+            return await self._attempts(IN_FLIGHT_SQL["abandoned"], (limit,))
+        return await self._attempts(IN_FLIGHT_SQL["owner"], (owner, limit))
+
+    async def attempt(self, tenant_id: TenantId, key: IdempotencyKey) -> InFlightAttempt | None:
+        found = await self._attempts(IN_FLIGHT_SQL["key"], (tenant_id, key))
+        return found[0] if found else None
+
+    async def _attempts(self, sql: str, params: tuple[Any, ...]) -> list[InFlightAttempt]:
+        async with self._connection() as conn:
+            cursor = conn.cursor(row_factory=dict_row)
+            await cursor.execute(sql, params)
+            rows = await cursor.fetchall()
+        return [InFlightAttempt(**row) for row in rows]
+
+    @asynccontextmanager
+    async def reading(self) -> AsyncIterator[PgReads]:
+        """One REPEATABLE READ, READ ONLY transaction: every read sees one snapshot."""
+        async with self._connection() as conn, conn.transaction():
+            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            yield PgReads(conn)
+
+    # -- leases ------------------------------------------------------------
+
+    async def claim_lease(self, name: str, holder: str, ttl_s: float) -> bool:
+        async with self._connection() as conn:
+            cursor = await conn.execute(CLAIM_LEASE_SQL, {"n": name, "h": holder, "ttl": ttl_s})
+            return await cursor.fetchone() is not None
+
+    async def beat_lease(self, name: str, holder: str, ttl_s: float) -> bool:
+        return await self._count(BEAT_LEASE_SQL, {"n": name, "h": holder, "ttl": ttl_s}) == 1
+
+    async def release_lease(self, name: str, holder: str) -> None:
+        await self._count(RELEASE_LEASE_SQL, (name, holder))
+
+
+_KIND = {
+    "ExecutionArtifact": "execution",
+    "RefusalArtifact": "refusal",
+    "RecoveryArtifact": "recovery",
+    "ConsentArtifact": "confirmation",
+}
