@@ -9,13 +9,15 @@ started for it and warmed up, so that at most one server's pools are open at a t
 a PostgreSQL other work shares. Per block it also takes the CPU seconds of the ARVIS
 workers, of the PostgreSQL backends serving the database, and of the whole machine, and the
 database's commits: where the time goes as processes are added, and what one
-PostgreSQL core can carry. (WAL volume is left out: the machine's server is shared, and
-its WAL position counts every database's writes.)
+PostgreSQL core can carry. WAL is measured apart, on a private embedded cluster
+(``wal_per_call``): the machine's server is shared, and its WAL position counts every
+database's writes.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import statistics
@@ -29,6 +31,7 @@ from typing import Any
 
 import psutil
 import psycopg
+from sqlalchemy.engine import make_url
 
 from arvis.store.engine import libpq_url
 from bench.httpbench import (
@@ -208,6 +211,49 @@ def _pooled(blocks: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def wal_per_call(calls: int) -> dict[str, Any]:
+    """WAL bytes and database growth per governed call (the in-process kernel, ``echo``),
+    on an embedded cluster of its own, after a warm-up: nothing else writes there."""
+    from arvis.store.embedded import start_embedded
+    from arvis.store.migrate import upgrade
+    from bench.kernel import open_kernel
+
+    server = start_embedded(Path(tempfile.mkdtemp(prefix="arvis-bench-wal-")))
+    try:
+        with psycopg.connect(libpq_url(server.url), autocommit=True) as conn:
+            conn.execute("CREATE DATABASE wal")
+        url = make_url(server.url).set(database="wal").render_as_string(hide_password=False)
+        upgrade(url)
+
+        async def measure() -> dict[str, Any]:
+            async with open_kernel(url, "wal") as kernel:
+                for _ in range(200):
+                    await kernel.syscall()
+                with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+                    conn.execute("CHECKPOINT")
+                    before = _wal_and_size(conn)
+                    for _ in range(calls):
+                        await kernel.syscall()
+                    after = _wal_and_size(conn)
+            return {
+                "calls": calls,
+                "wal_bytes_per_call": round((after[0] - before[0]) / calls),
+                "database_bytes_per_call": round((after[1] - before[1]) / calls),
+            }
+
+        return asyncio.run(measure())
+    finally:
+        server.stop()
+
+
+def _wal_and_size(conn: psycopg.Connection[Any]) -> tuple[int, int]:
+    row = conn.execute(
+        "SELECT pg_current_wal_lsn() - '0/0'::pg_lsn, pg_database_size(current_database())"
+    ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
 def render(result: dict[str, Any]) -> str:
     head = (
         f"8 scaling: c={result['concurrency']}, {result['rounds']} rounds x"
@@ -226,6 +272,12 @@ def render(result: dict[str, Any]) -> str:
         )
     for name, value in result["ratios"].items():
         lines.append(f"8 ratio {name}: {value}")
+    if wal := result.get("wal"):
+        lines.append(
+            f"8 WAL per call (private cluster, {wal['calls']} calls after a checkpoint):"
+            f" {wal['wal_bytes_per_call']} bytes; database growth {wal['database_bytes_per_call']}"
+            " bytes"
+        )
     return "\n".join(lines)
 
 
@@ -250,6 +302,7 @@ def main() -> None:
         result = {
             "postgres": server.info(),
             **measure_scaling(url, concurrency=args.concurrency, **sizes),
+            "wal": wal_per_call(500 if args.quick else 5000),
             "seconds": 0.0,
         }
         result["seconds"] = round(time.perf_counter() - started, 1)

@@ -128,7 +128,7 @@ def test_sigterm_lets_the_call_in_flight_finish_and_refuses_new_ones(
         turn.url, token, syscall_body("turn-b", "slow", "slow.write", {"seconds": 1.5})
     )
     _until(
-        lambda: _sql(database_url, "SELECT count(*) FROM intents WHERE run_id = 'turn-b'")[0][0],
+        lambda: _sql(database_url, "SELECT count(*) FROM attempts WHERE run_id = 'turn-b'")[0][0],
         "the slow call was never admitted",
     )
     assert turn.process is not None
@@ -168,7 +168,7 @@ def test_a_call_that_outlasts_the_grace_period_makes_it_exit_1(
     _until(
         lambda: _sql(
             database_url,
-            "SELECT count(*) FROM intents WHERE run_id = 'turn-c' AND started_at IS NOT NULL",
+            "SELECT count(*) FROM attempts WHERE run_id = 'turn-c' AND started_at IS NOT NULL",
         )[0][0],
         "the slow call never started",
     )
@@ -207,7 +207,7 @@ def test_at_start_it_settles_what_a_killed_instance_left_once_its_lease_expired(
     _until(
         lambda: _sql(
             database_url,
-            "SELECT count(*) FROM intents WHERE run_id = 'turn-d1' AND started_at IS NOT NULL",
+            "SELECT count(*) FROM attempts WHERE run_id = 'turn-d1' AND started_at IS NOT NULL",
         )[0][0],
         "the slow call never started",
     )

@@ -220,7 +220,8 @@ def test_per_turn_instances_sigkilled_mid_turn_lose_nothing_and_run_nothing_twic
     finally:
         auditor.stop()
 
-    unsettled = _sql(database_url, "SELECT count(*) FROM intents WHERE NOT settled")[0][0]
+    # An attempt row lives while its attempt is unsettled (the journal entry deletes it).
+    unsettled = _sql(database_url, "SELECT count(*) FROM attempts")[0][0]
     rows = _sql(
         database_url,
         "SELECT run_id, causal_id, kind, boundary FROM journal_entries"

@@ -4,23 +4,29 @@ journaled counts for good, although nothing is left to wait for."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from arvis.lifecycle.ports import LifecycleStore
 from arvis.store.migrate import upgrade
 from arvis.tools.base import ToolInvocation, ToolResult
-from tests.integration.lifecycle.test_journal_outage import FlakyFastPath, FlakyStore
+from tests.support.faults import FlakyStore
 from tests.support.lifecycle import make_harness
 from tests.support.postgres import create_database, drop_database
 
 
 async def test_a_held_result_counts_until_it_is_journaled(database_url: str) -> None:
-    harness = await make_harness(database_url)
-    harness.store.__class__ = FlakyStore
-    store = harness.store
-    assert isinstance(store, FlakyStore)
+    made: list[FlakyStore] = []
+
+    def wrap(inner: LifecycleStore) -> Any:
+        made.append(FlakyStore(inner))
+        return made[0]
+
+    harness = await make_harness(database_url, wrap_store=wrap)
+    store = made[0]
     settlement = harness.lifecycle.handler.settlement
-    settlement.fast = FlakyFastPath(store, settlement.fast)
 
     async def outage_during_dispatch(invocation: ToolInvocation) -> ToolResult:
-        store.down = True
+        store.down.add("journal")
         return ToolResult.ok("done")
 
     harness.tools["write"].then(outage_during_dispatch)
@@ -31,11 +37,11 @@ async def test_a_held_result_counts_until_it_is_journaled(database_url: str) -> 
         assert settlement.unjournaled == 1
         assert not await harness.lifecycle.handler.drain(0.3)
 
-        store.down = False
+        store.down.clear()
         assert await harness.lifecycle.handler.drain(10.0)
         assert settlement.unjournaled == 0
     finally:
-        store.down = False
+        store.down.clear()
         await harness.close()
 
 
@@ -47,7 +53,7 @@ async def test_a_result_that_can_never_be_journaled_counts_after_the_drain(
     harness = await make_harness(url)
 
     async def schema_gone_during_dispatch(invocation: ToolInvocation) -> ToolResult:
-        harness.sql("DROP FUNCTION arvis_journal_append")
+        harness.sql("DROP FUNCTION arvis_journal")
         return ToolResult.ok("done")
 
     harness.tools["write"].then(schema_gone_during_dispatch)
