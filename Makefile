@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install run test lint typecheck pytest test-db clean reliability
+.PHONY: install run test lint typecheck pytest test-db clean reliability bench bench-quick bench-deploy
 
 $(PY):
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "ARVIS needs Python 3.11 or newer"'
@@ -40,7 +40,7 @@ pytest: install
 test-db: install
 	$(VENV)/bin/pytest -q tests/integration tests/e2e tests/reliability
 
-## reliability: the six scenarios of docs/reliability.md at full size (minutes); prints their lines
+## reliability: the seven scenarios of docs/reliability.md at full size (minutes); prints their lines
 reliability: install
 	ARVIS_RELIABILITY_SCALE=full $(VENV)/bin/pytest -q -m reliability tests/reliability
 
@@ -56,3 +56,9 @@ bench: install
 bench-quick: install
 	$(PY) -m pip install -q -e '.[test,bench]'
 	$(PY) -m bench --quick
+
+## bench-deploy: figures 7 and 8 (docs/deploy.md, docs/scaling.md): a per-turn instance's start-up,
+## and 1, 2, 4 serve processes on one PostgreSQL side by side (a few minutes; QUICK=1 for a minute)
+bench-deploy: install
+	$(PY) -m pip install -q -e '.[test,bench]'
+	$(PY) -m bench --only startup scaling $(if $(QUICK),--quick)

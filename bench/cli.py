@@ -23,7 +23,13 @@ from bench.peer_dbos import DbosPeer, PeerUnavailable
 from bench.pg import Server, choose_server
 from bench.profile import profile_kernel, round_trips
 from bench.report import render
+from bench.scaling import FULL as SCALING_FULL
+from bench.scaling import QUICK as SCALING_QUICK
+from bench.scaling import measure_scaling
+from bench.scaling import render as render_scaling
 from bench.sidebyside import measure_side_by_side
+from bench.startup import measure_startup
+from bench.startup import render as render_startup
 from bench.writeset import measure_writeset
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -63,12 +69,18 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "latest.json").write_text(json.dumps(results, indent=2) + "\n")
     print(render(results))
+    if "startup" in results:
+        print(render_startup(results["startup"]))
+    if "scaling" in results:
+        print(render_scaling(results["scaling"]))
     print(f"\nwritten: {RESULTS / 'latest.json'}")
     if results["failures"]:
         sys.exit(1)
 
 
 FIGURES = ("sidebyside", "roundtrips", "profile", "writeset", "http", "growth")
+# Figures 8 and 9 (docs/deploy.md, docs/scaling.md) run only when named: --only startup scaling.
+DEPLOY_FIGURES = ("startup", "scaling")
 # The names of the separate figures 1-3, which now run together, still select them.
 ALIASES = {"floor": "sidebyside", "kernel": "sidebyside", "peer": "sidebyside"}
 
@@ -110,8 +122,10 @@ def run(sizes: Sizes, mode: str, only: set[str]) -> dict[str, Any]:
             "writeset": lambda: _writeset(server, sizes),
             "http": lambda: _http(server, sizes, peer),
             "growth": lambda: _growth(server, sizes),
+            "startup": lambda: _startup(server, mode),
+            "scaling": lambda: _scaling(server, mode),
         }
-        for name in FIGURES:
+        for name in FIGURES + DEPLOY_FIGURES:
             if name in only:
                 _step(results, name, steps[name])
         if peer is not None and "http" not in only:
@@ -189,6 +203,18 @@ def _http(server: Server, sizes: Sizes, peer: DbosPeer | None) -> dict[str, Any]
         rounds=sizes.rounds,
         dbos_workflows=sizes.dbos_threaded,
     )
+
+
+def _startup(server: Server, mode: str) -> dict[str, Any]:
+    url = server.create_database("startup")
+    upgrade(url)
+    return measure_startup(url, 3 if mode == "quick" else 10)
+
+
+def _scaling(server: Server, mode: str) -> dict[str, Any]:
+    url = server.create_database("scaling")
+    upgrade(url)
+    return measure_scaling(url, **(SCALING_QUICK if mode == "quick" else SCALING_FULL))
 
 
 def _growth(server: Server, sizes: Sizes) -> dict[str, Any]:

@@ -41,6 +41,8 @@ def create_app(
     request_timeout_s: float | None = None,
     fast_lane: bool = True,
     environment: Environment | None = None,
+    owns_kernel: bool = True,
+    metrics: ApiMetrics | None = None,
 ) -> FastAPI:
     """Build the app; the kernel is wired at start-up and closed at shutdown.
 
@@ -48,7 +50,10 @@ def create_app(
     ``ARVIS_MAX_BODY_BYTES``, ``ARVIS_REQUEST_TIMEOUT_S`` and ``ARVIS_ENV``; in
     production the API docs are not served and the OpenAPI schema needs a key
     (docs/http.md). ``fast_lane=False`` leaves every syscall to the FastAPI route
-    (arvis.api.fastlane; the tests compare the two).
+    (arvis.api.fastlane; the tests compare the two). ``owns_kernel=False`` leaves
+    starting and closing the kernel to the caller (``arvis serve-turn`` starts it
+    before it listens and closes it after); such a caller builds the kernel with the
+    phase observer of the ``metrics`` it hands in.
     """
     factory = kernel_factory or build_kernel
     if max_body_bytes is None or request_timeout_s is None or environment is None:
@@ -57,18 +62,20 @@ def create_app(
         request_timeout_s = request_timeout_s or settings.request_timeout_s
         environment = environment or settings.env
     open_docs = environment is not Environment.PRODUCTION
-    metrics = ApiMetrics()
+    metrics = metrics or ApiMetrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         kernel = await factory(phase_observer=metrics.observe_phase)
         app.state.kernel = kernel
         try:
-            await kernel.start()
+            if owns_kernel:
+                await kernel.start()
             async with mcp.serving(kernel):
                 yield
         finally:
-            await kernel.close()
+            if owns_kernel:
+                await kernel.close()
 
     app = FastAPI(
         title="ARVIS",

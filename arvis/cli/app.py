@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from arvis import __version__
-from arvis.cli import runs, serve, turn
+from arvis.cli import runs, serve, serveturn, turn
 from arvis.cli.keys import keys_app
 from arvis.cli.recover import recover
 
@@ -21,6 +21,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 serve.register(app)
+app.command("serve-turn")(serveturn.serve_turn)
 app.add_typer(keys_app, name="keys")
 runs.register(app)
 app.command("recover")(recover)

@@ -17,6 +17,7 @@ from arvis.store.migrate import check_revision
 
 if TYPE_CHECKING:
     from arvis.bootstrap import Kernel
+    from arvis.lifecycle.syscalls import PhaseObserver
 
 T = TypeVar("T")
 
@@ -80,21 +81,30 @@ async def with_store(url: str, use: Callable[[PgStore], Awaitable[T]]) -> T:
         await store.close()
 
 
-def with_kernel(use: Callable[[Kernel], Awaitable[T]], *, admits: bool = False) -> T:
+def with_kernel(
+    use: Callable[[Kernel], Awaitable[T]],
+    *,
+    admits: bool = False,
+    settings: Settings | None = None,
+    phase_observer: PhaseObserver | None = None,
+) -> T:
     """Build a kernel, use it, close it. A command that ``admits`` syscalls first
-    claims a lease and settles what earlier lives left (DESIGN §6), like ``serve``."""
+    claims a lease and settles what earlier lives left (DESIGN §6), like ``serve``,
+    and stops on SIGTERM as ``arvis.cli.instance`` says."""
     from arvis.bootstrap import build_kernel
 
-    settings = settings_or_exit()
+    settings = settings or settings_or_exit()
 
     async def main() -> T:
         try:
-            kernel = await build_kernel(settings)
+            kernel = await build_kernel(settings, phase_observer=phase_observer)
         except ArvisError as exc:
             fail(exc.message)
         try:
             if admits:
-                await kernel.start()
+                from arvis.cli.instance import run_admitting
+
+                return await run_admitting(kernel, use)
             return await use(kernel)
         except ArvisError as exc:
             fail(exc.message)

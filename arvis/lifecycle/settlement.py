@@ -53,6 +53,7 @@ class Settlement:
         self.attempts = attempts
         self.sweeper = sweeper
         self._late: set[asyncio.Task[None]] = set()
+        self._given_up = 0
 
     async def settle(self, admitted: Admitted, outcome: DispatchOutcome) -> SyscallResult:
         """Journal a dispatched attempt and answer its result (DESIGN §2 step 3)."""
@@ -154,6 +155,7 @@ class Settlement:
                     exc.code,
                     exc.message,
                 )
+                self._given_up += 1
                 break
             log.warning("held result of intent %s journaled late", intent.intent_id)
             return
@@ -177,6 +179,13 @@ class Settlement:
                     exc.message,
                 )
                 return
+
+    @property
+    def unjournaled(self) -> int:
+        """Admitted attempts of this process whose result is not journaled: held and
+        still being retried, or given up on (then settled as interrupted). A process
+        that stops with this above zero lost a result (docs/deploy.md)."""
+        return len(self._late) + self._given_up
 
     async def drain(self, timeout_s: float) -> bool:
         """Wait for held results to be journaled; True when none is left."""

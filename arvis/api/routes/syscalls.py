@@ -17,12 +17,19 @@ from arvis.lifecycle.results import Syscall, SyscallResult
 router = APIRouter(tags=["syscalls"])
 
 
+class RunNotServed(ArvisError):
+    """This instance serves one turn's run (``arvis serve-turn RUN``) and the syscall
+    names another; nothing was recorded. Send it to that run's instance."""
+
+    code = "run_not_served"
+
+
 @router.post(
     "/v1/syscalls",
     response_model=SyscallResult,
     responses={
         202: {"model": SyscallResult, "description": "Consent required; nothing ran."},
-        **problem_responses(400, 401, 403, 409, 413, 415, 422, 503),
+        **problem_responses(400, 401, 403, 409, 413, 415, 421, 422, 503),
     },
     summary="Govern one tool.execute",
 )
@@ -49,6 +56,10 @@ async def execute(
     """The route's work, shared with its fast lane (arvis.api.fastlane)."""
     fields["run_id"] = syscall.run_id
     fields["causal_id"] = syscall.causal_id
+    served = kernel.settings.turn_run_id
+    if served is not None and syscall.run_id != served:
+        metrics.syscall_errors.labels(RunNotServed.code).inc()
+        raise RunNotServed(f"this instance serves the turn of run {served!r} only")
     started = time.perf_counter()
     try:
         result = await kernel.lifecycle.handler.handle(syscall, identity)
