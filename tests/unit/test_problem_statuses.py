@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -93,3 +94,9 @@ def test_lifecycle_conflicts_answer_409_problems(error: ArvisError) -> None:
     assert response.media_type == "application/problem+json"
     assert f'"code":"{error.code}"'.encode() in response.body
     assert f'"title":"{TITLES[error.code]}"'.encode() in response.body
+
+
+def test_every_status_code_pair_is_documented_in_http_md() -> None:
+    documented = (Path(__file__).resolve().parents[2] / "docs" / "http.md").read_text()
+    missing = sorted(code for code in STATUS_BY_CODE if f"`{code}`" not in documented)
+    assert not missing, "document these codes in docs/http.md: " + ", ".join(missing)
