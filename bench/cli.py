@@ -202,6 +202,7 @@ def _http(server: Server, sizes: Sizes, peer: DbosPeer | None) -> dict[str, Any]
         peer=peer,
         rounds=sizes.rounds,
         dbos_workflows=sizes.dbos_threaded,
+        floor_url=server.create_database("http_floor"),
     )
 
 
@@ -257,6 +258,9 @@ def _ratios(r: dict[str, Any]) -> dict[str, Any]:
         ),
         "http_c32_throughput_over_dbos_8_threads": div(
             http32 and http32["throughput_per_s"], get("peer", "throughput_per_s")
+        ),
+        "http_c1_p50_over_floor_p50": get(
+            "http", "sequential_beside_floor", "http_c1_p50_over_floor_p50"
         ),
         "growth_largest_p50_over_empty_p50": growth[-1]["p50_vs_empty"] if growth else None,
         "kernel_client_cpu_over_dbos_client_cpu": div(

@@ -19,8 +19,9 @@ import httpx
 import psycopg
 
 from arvis.store.engine import libpq_url
+from bench.floor import Floor
 from bench.peer_dbos import DbosPeer
-from bench.stats import summary_ms
+from bench.stats import percentile, ratio, summary_ms
 
 ARVIS = Path(sys.executable).with_name("arvis")
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,10 +85,14 @@ def measure_http(
     rounds: int = 1,
     dbos_workflows: int = 0,
     threads: int = 8,
+    floor_url: str | None = None,
 ) -> dict[str, Any]:
     """Load at each concurrency; the highest one runs in ``rounds`` blocks, each
     followed by a block of DBOS on ``threads`` threads, so the two throughputs
-    are measured side by side (bench/sidebyside.py says why)."""
+    are measured side by side (bench/sidebyside.py says why). With ``floor_url``,
+    one sequential keep-alive client (c = 1) also runs in ``rounds`` blocks, each
+    followed by a block of the floor's pairs on that database: the HTTP p50 beside
+    the floor's, in one run."""
     env = {**os.environ, "ARVIS_DATABASE_URL": url, "ARVIS_LOG_LEVEL": "WARNING"}
     env["ARVIS_DATA_DIR"] = tempfile.mkdtemp(prefix="arvis-bench-data-")
     token, key_source = create_agent_key(env)
@@ -96,6 +101,7 @@ def measure_http(
     with serve(env) as (base, server), vacuuming(url):
         run_load(base, token, 8, 400, "warm")
         rss_warm = worker_rss(server.pid)
+        sequential = _sequential_beside_floor(base, token, requests, rounds, floor_url)
         load = [run_load(base, token, c, requests * max(1, c // 4), f"c{c}") for c in lower]
         blocks = []
         for block in range(rounds):
@@ -118,6 +124,8 @@ def measure_http(
             "worker_rss_mib_after_syscalls": rss_after,
         },
     }
+    if sequential is not None:
+        result["sequential_beside_floor"] = sequential
     if dbos_elapsed:
         result["peer_threaded"] = {
             "threads": threads,
@@ -126,6 +134,31 @@ def measure_http(
             "rounds": rounds,
         }
     return result
+
+
+def _sequential_beside_floor(
+    base: str, token: str, requests: int, rounds: int, floor_url: str | None
+) -> dict[str, Any] | None:
+    if floor_url is None:
+        return None
+    per_block = max(requests // rounds, 50)
+    latencies: list[float] = []
+    pairs: list[float] = []
+    per_round: list[float | None] = []
+    with Floor(floor_url) as floor:
+        floor.pairs("explicit", 50)
+        for block in range(rounds):
+            http = run_load(base, token, 1, per_block, f"seq-b{block}", samples=True)
+            mine = floor.pairs("explicit", per_block)
+            latencies += http["latencies_s"]
+            pairs += mine
+            per_round.append(ratio(percentile(http["latencies_s"], 50), percentile(mine, 50)))
+    return {
+        "http_c1": summary_ms(latencies),
+        "floor_pair": summary_ms(pairs),
+        "http_c1_p50_over_floor_p50": ratio(percentile(latencies, 50), percentile(pairs, 50)),
+        "rounds_http_c1_over_floor": sorted(r for r in per_round if r is not None),
+    }
 
 
 def _pooled(blocks: list[dict[str, Any]]) -> dict[str, Any]:

@@ -36,9 +36,11 @@ def render(r: dict[str, Any]) -> str:
             )
     if p := r.get("peer"):
         if p.get("available"):
-            add("3 DBOS 1-step workflow", _lat(p["sequential"]), f"dbos {p.get('version')}")
-            add("3 DBOS 8 threads", f"{p['throughput_per_s']}/s")
-            add("3 DBOS client CPU", f"{p['client_cpu_ms_per_workflow']:.2f} ms/workflow")
+            if "sequential" in p:
+                add("3 DBOS 1-step workflow", _lat(p["sequential"]), f"dbos {p.get('version')}")
+                add("3 DBOS client CPU", f"{p['client_cpu_ms_per_workflow']:.2f} ms/workflow")
+            if "throughput_per_s" in p:
+                add("3 DBOS 8 threads", f"{p['throughput_per_s']}/s")
         else:
             add("3 DBOS", "NOT RUN", p.get("why", "")[:80])
     for load in (r.get("http") or {}).get("load", []):
@@ -46,6 +48,12 @@ def render(r: dict[str, Any]) -> str:
             f"4 HTTP c={load['concurrency']}",
             f"{load['throughput_per_s']}/s, {_lat(load['latency'])}",
             f"errors {load['errors']}",
+        )
+    if q := (r.get("http") or {}).get("sequential_beside_floor"):
+        add(
+            "4 HTTP c=1 beside the floor",
+            f"{_lat(q['http_c1'])} vs floor {_lat(q['floor_pair'])}",
+            f"rounds {q['rounds_http_c1_over_floor']}",
         )
     if m := (r.get("http") or {}).get("memory"):
         add(
