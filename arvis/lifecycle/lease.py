@@ -29,7 +29,7 @@ import time
 import uuid
 from collections.abc import Callable
 
-from arvis.domain.errors import ArvisError
+from arvis.domain.errors import ArvisError, StoreUnavailable
 from arvis.lifecycle.ports import LifecycleStore
 
 # Slots tried by one claim. More than this many live processes under one
@@ -65,6 +65,7 @@ class InstanceLease:
         self._monotonic = monotonic
         self._name: str | None = None
         self._good_until = 0.0
+        self._unreachable = False
 
     @property
     def name(self) -> str:
@@ -82,8 +83,15 @@ class InstanceLease:
         return self._name is not None and self._monotonic() < self._good_until
 
     def require(self) -> str:
-        """The lease name, or :class:`LeaseNotHeld` when the lease may have lapsed."""
+        """The lease name, or :class:`LeaseNotHeld` when the lease may have lapsed —
+        :class:`StoreUnavailable` when it lapsed because the database could not be
+        reached to renew it, so a caller sees one answer for the whole outage."""
         if not self.held():
+            if self._name is not None and self._unreachable:
+                raise StoreUnavailable(
+                    "the database is unreachable, so this instance's lease could not be "
+                    "renewed; nothing ran, retry later"
+                )
             raise LeaseNotHeld(
                 "this instance's lease is not live (the database may be unreachable); "
                 "retry on another instance"
@@ -111,7 +119,13 @@ class InstanceLease:
             await self.claim()
             return
         sent = self._monotonic()
-        if await self.store.beat_lease(self._name, self.holder, self.ttl_s):
+        try:
+            beaten = await self.store.beat_lease(self._name, self.holder, self.ttl_s)
+        except StoreUnavailable:
+            self._unreachable = True
+            raise
+        self._unreachable = False
+        if beaten:
             self._extend(sent)
             return
         self._good_until = 0.0

@@ -8,6 +8,7 @@ from typing import Any
 
 from arvis.domain.context import AuthorizedEffectContext
 from arvis.domain.definitions import Effect, ReplaySafety, ToolDefinition
+from arvis.domain.errors import StoreUnavailable
 from arvis.domain.ids import CallId, CausalId, InstanceId, PlanId, PrincipalId, RunId, TenantId
 from arvis.domain.payload import freeze_payload
 from arvis.tools.base import Reporter, ToolInvocation, ToolResult
@@ -122,3 +123,42 @@ def invocation(
         context=context(),
         call_id=CallId(call_id),
     )
+
+
+class LeaseTable:
+    """The lease statements of a LifecycleStore, in memory; ``reachable = False``
+    makes every statement fail as an outage does."""
+
+    def __init__(self) -> None:
+        self.holders: dict[str, str] = {}
+        self.reachable = True
+
+    def _check(self) -> None:
+        if not self.reachable:
+            raise StoreUnavailable("the database is unreachable")
+
+    async def claim_lease(self, name: str, holder: str, ttl_s: float) -> bool:
+        self._check()
+        if name in self.holders:
+            return False
+        self.holders[name] = holder
+        return True
+
+    async def beat_lease(self, name: str, holder: str, ttl_s: float) -> bool:
+        self._check()
+        return self.holders.get(name) == holder
+
+    async def release_lease(self, name: str, holder: str) -> None:
+        self._check()
+        if self.holders.get(name) == holder:
+            del self.holders[name]
+
+
+class ManualClock:
+    """A monotonic clock that moves only when told."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
