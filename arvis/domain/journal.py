@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Field,
     JsonValue,
     TypeAdapter,
     ValidationError,
@@ -35,6 +36,12 @@ from arvis.domain.ids import CapabilityId, ConfirmationId, PlanId
 from arvis.domain.states import CapabilityState, ConfirmationState
 
 JournalKind = Literal["execution", "refusal", "recovery", "confirmation", "resolution"]
+
+
+def _absent(value: object) -> bool:
+    # Fields added after a kind's first version are left out of its text when unset,
+    # so a body of the earlier shape keeps its exact bytes (the chain hashes them).
+    return value is None
 
 
 class _Body(BaseModel):
@@ -132,7 +139,7 @@ class Decider(_Body):
     principal_id: str
     auth_method: str
     key_id: str | None = None
-    groups: list[str] | None = None
+    groups: list[str] | None = Field(default=None, exclude_if=_absent)
     """The approver groups the key held when it decided (revision 0006 on)."""
 
 
@@ -145,12 +152,12 @@ class ConsentArtifact(_Body):
     requested_by: str
     decided_by: Decider
     reason: str | None = None
-    state: ConfirmationState | None = None
+    state: ConfirmationState | None = Field(default=None, exclude_if=_absent)
     """The confirmation's state after this decision (revision 0006 on): an approval
     short of its quorum leaves it PENDING."""
-    approvals: int | None = None
+    approvals: int | None = Field(default=None, exclude_if=_absent)
     """Distinct approvals recorded, this one included (revision 0006 on)."""
-    quorum: int | None = None
+    quorum: int | None = Field(default=None, exclude_if=_absent)
 
 
 class ResolvedEntry(_Body):

@@ -333,6 +333,11 @@ def _normalise_pattern(pattern: str) -> str | None:
     return normalise_host(pattern)
 
 
+def normalised_patterns(patterns: Sequence[str]) -> frozenset[str]:
+    """Egress patterns as :func:`host_allowed` compares them (invalid ones dropped)."""
+    return _normalised_patterns(patterns)
+
+
 def _normalised_patterns(patterns: Sequence[str]) -> frozenset[str]:
     normalised = (_normalise_pattern(pattern) for pattern in patterns)
     return frozenset(pattern for pattern in normalised if pattern is not None)
