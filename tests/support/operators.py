@@ -120,11 +120,11 @@ async def wait_for(condition: Callable[[], bool], timeout_s: float = 5.0) -> asy
     event = asyncio.Event()
 
     async def poll() -> None:
-        deadline = time.monotonic() + timeout_s
-        while not condition() and time.monotonic() < deadline:
+        for _ in range(int(timeout_s / 0.01)):
+            if condition():
+                event.set()
+                return
             await asyncio.sleep(0.01)
-        if condition():
-            event.set()
 
     asyncio.get_running_loop().create_task(poll())
     return event

@@ -65,7 +65,8 @@ async def test_a_quorum_of_two_needs_two_distinct_approvers_of_its_group(harness
         ("lead-a", "k_lead-a"),
         ("lead-b", "k_lead-b"),
     ]
-    assert second.decided_by is not None and second.decided_by.startswith("lead-b")
+    assert second.decided_by is not None
+    assert second.decided_by.startswith("lead-b")
     with pytest.raises(ConfirmationStateConflict):
         await manager.approve(LEAD_C, cid)  # past the quorum
 

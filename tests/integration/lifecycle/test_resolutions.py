@@ -9,10 +9,12 @@ from collections.abc import AsyncIterator
 import pytest
 
 from arvis.domain.boundary import EffectBoundary
+from arvis.domain.identity import Identity
 from arvis.domain.ids import RunId
 from arvis.domain.journal import ResolutionArtifact
 from arvis.lifecycle.errors import AlreadyResolved, NotFound, NotUncertain, SelfResolution
 from arvis.lifecycle.policy import PolicyConfig, TenantRules
+from arvis.lifecycle.ports import JournalEntry
 from arvis.tools.base import Reconciliation, ToolInvocation
 from tests.support.lifecycle import (
     AGENT,
@@ -46,7 +48,9 @@ async def _uncertain(harness: Harness, tool: str = "append", causal_id: str = "c
     return key
 
 
-async def _resolve(harness: Harness, key: str, boundary: B, who=APPROVER):  # type: ignore[no-untyped-def]
+async def _resolve(
+    harness: Harness, key: str, boundary: B, who: Identity = APPROVER
+) -> JournalEntry:
     return await harness.lifecycle.resolutions.resolve(
         who, RunId(harness.run_id), key, 1, boundary, "checked the ledger: line 42"
     )
