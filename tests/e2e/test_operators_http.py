@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from arvis.store.database import PgStore
@@ -36,9 +37,9 @@ async def api(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> As
         yield served
 
 
-def _problem(response: object, status: int, code: str) -> None:
-    assert getattr(response, "status_code") == status, getattr(response, "text")
-    assert response.json()["code"] == code  # type: ignore[attr-defined]
+def _problem(response: httpx.Response, status: int, code: str) -> None:
+    assert response.status_code == status, response.text
+    assert response.json()["code"] == code
 
 
 async def test_a_quorum_of_two_group_keys_approves_over_http(api: Api) -> None:
