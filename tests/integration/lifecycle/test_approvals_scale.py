@@ -5,6 +5,7 @@ the journal as refusals."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
@@ -79,6 +80,30 @@ async def test_a_quorum_of_two_needs_two_distinct_approvers_of_its_group(harness
         ran.idempotency_key,
     )
     assert decisions == [("PENDING", "1"), ("APPROVED", "2")]
+
+
+@pytest.mark.parametrize("quorum", [1, 2])
+async def test_concurrent_approvals_meet_the_quorum_exactly_once(
+    database_url: str, quorum: int
+) -> None:
+    terms = ApprovalTerms(approvers=("payments-leads",), quorum=quorum)
+    policy = PolicyConfig(version=f"q{quorum}", default=TenantRules(approvals={"append": terms}))
+    harness = await make_harness(database_url, policy=policy, instance_id=f"race-{quorum}")
+    try:
+        _, cid = await _asked(harness, f"c-race-{quorum}")
+        results = await asyncio.gather(
+            harness.lifecycle.manager.approve(LEAD_A, cid),
+            harness.lifecycle.manager.approve(LEAD_B, cid),
+            return_exceptions=True,
+        )
+        record = await harness.lifecycle.manager.confirmation(AGENT.tenant_id, cid)
+        assert record.state == "APPROVED"
+        assert len(record.approvals) == quorum
+        refused = [r for r in results if isinstance(r, Exception)]
+        assert len(refused) == 2 - quorum
+        assert all(isinstance(r, ConfirmationStateConflict) for r in refused)
+    finally:
+        await harness.close()
 
 
 async def test_the_requester_counts_toward_no_quorum_even_in_the_group(harness: Harness) -> None:
