@@ -5,16 +5,14 @@ operation — one server-side function, one round trip, one commit — called fr
 one place: :meth:`LifecycleStore.admit` (admission), :meth:`~LifecycleStore.journal`
 (every journal entry: refusals, settlements, recoveries, consent decisions, each
 with the state changes that go with it), :meth:`~LifecycleStore.request_consent`,
-:meth:`~LifecycleStore.mark_started`, :meth:`~LifecycleStore.expire_confirmation`,
-:meth:`~LifecycleStore.resolve` and :meth:`~LifecycleStore.approve` (issue 16), and the
-lease operations. Reads that must see one snapshot go through
-:meth:`~LifecycleStore.reading`.
+:meth:`~LifecycleStore.mark_started`, :meth:`~LifecycleStore.resolve` and
+:meth:`~LifecycleStore.approve` (issue 16), and the lease operations. Reads that
+must see one snapshot go through :meth:`~LifecycleStore.reading`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -417,13 +415,6 @@ class LifecycleStore(Protocol):
     async def mark_started(self, tenant_id: TenantId, key: IdempotencyKey, attempt: int) -> None:
         """Record, durably and at once, that the attempt's tool reported its start."""
         ...
-
-    async def expire_confirmation(
-        self,
-        tenant_id: TenantId,
-        confirmation_id: ConfirmationId,
-        from_states: Sequence[ConfirmationState],
-    ) -> bool: ...
 
     async def resolve(self, resolution: Resolution) -> ResolveAnswer: ...
 

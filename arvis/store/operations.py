@@ -23,9 +23,8 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.errors import StoreUnavailable
-from arvis.domain.ids import ConfirmationId, IdempotencyKey, RunId, TenantId
+from arvis.domain.ids import IdempotencyKey, RunId, TenantId
 from arvis.domain.journal import artifact_text
-from arvis.domain.states import ConfirmationState
 from arvis.lifecycle.ports import (
     Admission,
     AdmitAnswer,
@@ -117,10 +116,6 @@ HISTORY_SQL = (
 MARK_STARTED_SQL = (
     "UPDATE attempts SET started_at = now() WHERE tenant_id = %s AND idempotency_key = %s"
     " AND attempt = %s AND started_at IS NULL"
-)
-EXPIRE_SQL = (
-    "UPDATE confirmations SET state = 'EXPIRED', updated_at = now()"
-    " WHERE tenant_id = %s AND confirmation_id = %s AND state = ANY(%s)"
 )
 _ATTEMPT_COLUMNS = (
     "a.tenant_id, a.idempotency_key, a.attempt, a.run_id, a.causal_id, a.tool, a.plan_id,"
@@ -490,17 +485,6 @@ class PgOperations:
 
     async def mark_started(self, tenant_id: TenantId, key: IdempotencyKey, attempt: int) -> None:
         await self._count(MARK_STARTED_SQL, (tenant_id, key, attempt))
-
-    async def expire_confirmation(
-        self,
-        tenant_id: TenantId,
-        confirmation_id: ConfirmationId,
-        from_states: Sequence[ConfirmationState],
-    ) -> bool:
-        changed = await self._count(
-            EXPIRE_SQL, (tenant_id, confirmation_id, [s.value for s in from_states])
-        )
-        return changed == 1
 
     async def in_flight(self, *, limit: int, owner: str | None = None) -> list[InFlightAttempt]:
         if owner is None:
