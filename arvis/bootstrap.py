@@ -35,6 +35,7 @@ from arvis.lifecycle.clock import SystemClock
 from arvis.lifecycle.effects import EffectDispatcher
 from arvis.lifecycle.lease import InstanceLease
 from arvis.lifecycle.manager import ToolManager
+from arvis.lifecycle.notify import NotificationDeliverer, load_notifications
 from arvis.lifecycle.outbox import IntentOutboxService
 from arvis.lifecycle.policy import (
     RulePolicy,
@@ -45,12 +46,19 @@ from arvis.lifecycle.policy import (
 from arvis.lifecycle.ports import AuditSink, LifecycleStore
 from arvis.lifecycle.recovery import RecoveryRuntime, RecoverySweeper
 from arvis.lifecycle.replay import ReplayService
+from arvis.lifecycle.resolution import (
+    Reconciler,
+    ReconcileSettings,
+    ResolutionService,
+    parse_reconcile_config,
+)
 from arvis.lifecycle.settlement import Settlement
 from arvis.lifecycle.syscalls import PhaseObserver, SyscallHandler
 from arvis.mcp.pool import McpUpstreams
 from arvis.store.audit import AuditHost, PgPlanStore
 from arvis.store.database import PgStore, resolve_database
 from arvis.store.keys import PgKeyStore
+from arvis.store.outbox import PgOutbox
 from arvis.store.stats import audit_incomplete_runs
 from arvis.tools.base import Tool
 from arvis.tools.dispatcher import ToolDispatcher
@@ -73,6 +81,9 @@ class Lifecycle:
     lease: InstanceLease
     """This process's lease; the handler admits only while it is held (DESIGN §6)."""
     sweeper: RecoverySweeper
+    resolutions: ResolutionService
+    """Resolving uncertain attempts (issue 16)."""
+    reconciler: Reconciler
 
 
 def compose_lifecycle(
@@ -91,6 +102,7 @@ def compose_lifecycle(
     production: bool = False,
     lifecycle_store: LifecycleStore | None = None,
     phase_observer: PhaseObserver | None = None,
+    reconcile: ReconcileSettings | None = None,
 ) -> Lifecycle:
     """Wire the lifecycle of DESIGN §2 around a store and a tool set.
 
@@ -107,7 +119,11 @@ def compose_lifecycle(
     dispatcher = ToolDispatcher(tools, decorators=decorators, default_deadline_s=tool_timeout_s)
     plans = StaticToolPlanSource(dispatcher, store=PgPlanStore(store.engine))
     lease = InstanceLease(lifecycle_store, instance_id, lease_ttl_s)
-    sweeper = RecoverySweeper(lifecycle_store, clock)
+    resolutions = ResolutionService(
+        lifecycle_store, clock, allow_self_resolution=allow_self_approval
+    )
+    reconciler = Reconciler(lifecycle_store, plans, resolutions, reconcile)
+    sweeper = RecoverySweeper(lifecycle_store, clock, reconciler=reconciler)
     admission = AdmissionService(
         store=lifecycle_store,
         plans=plans,
@@ -133,6 +149,8 @@ def compose_lifecycle(
         policy=policy,
         lease=lease,
         sweeper=sweeper,
+        resolutions=resolutions,
+        reconciler=reconciler,
     )
 
 
@@ -154,6 +172,8 @@ class Kernel:
     upstreams: McpUpstreams = field(default_factory=McpUpstreams.empty)
     """Sessions to the upstream MCP servers whose tools are in the plan."""
     extras: dict[str, object] = field(default_factory=dict)
+    deliverer: NotificationDeliverer | None = None
+    """Posts the notification outbox to the declared webhooks (issue 16)."""
 
     @functools.cached_property
     def keys(self) -> PgKeyStore:
@@ -167,10 +187,17 @@ class Kernel:
     async def start(self) -> None:
         """Claim this process's lease, settle what earlier lives left behind, and
         keep beating and sweeping (DESIGN §6). Nothing is admitted before this."""
+        chores: list[tuple[float, Any]] = [
+            (self.settings.sweep_interval_s, self.lifecycle.manager.expire_due)
+        ]
+        if self.deliverer is not None:
+            interval = self.deliverer.notifications.config.interval_s
+            chores.append((interval, self.deliverer.deliver_once))
         self.recovery = RecoveryRuntime(
             self.lifecycle.lease,
             self.lifecycle.sweeper,
             sweep_interval_s=self.settings.sweep_interval_s,
+            chores=chores,
         )
         await self.recovery.start()
 
@@ -287,6 +314,8 @@ async def check_deployment(settings: Settings) -> None:
     await declared_plan(settings, file_config)
     parse_policy_config(file_config.policy)
     parse_confirmations_config(file_config.confirmations)
+    parse_reconcile_config(file_config.reconcile)
+    load_notifications(file_config.notify, os.environ)
     audit = parse_audit_config(file_config.audit)
     if audit.sink is not None:
         load_object(audit.sink, "audit")
@@ -311,6 +340,8 @@ async def build_kernel(
     try:
         policy = RulePolicy(parse_policy_config(file_config.policy))
         confirmations = parse_confirmations_config(file_config.confirmations)
+        reconcile = parse_reconcile_config(file_config.reconcile)
+        notifications = load_notifications(file_config.notify, os.environ)
         audit = parse_audit_config(file_config.audit)
         loaded = await load_tools(settings, file_config, http)
         target = resolve_database(settings.database_url, settings.data_dir)
@@ -340,6 +371,10 @@ async def build_kernel(
         lease_ttl_s=settings.lease_ttl_s,
         production=settings.env is Environment.PRODUCTION,
         phase_observer=phase_observer,
+        reconcile=reconcile,
+    )
+    deliverer = NotificationDeliverer(
+        PgOutbox(store.ops), notifications, http, lifecycle.handler.clock
     )
     return Kernel(
         settings=settings,
@@ -349,4 +384,5 @@ async def build_kernel(
         http=http,
         instance_id=instance_id,
         upstreams=loaded.upstreams,
+        deliverer=deliverer,
     )

@@ -107,6 +107,8 @@ class FileConfig(BaseModel):
     provider: dict[str, Any] = Field(default_factory=dict)
     confirmations: dict[str, Any] = Field(default_factory=dict)
     audit: dict[str, Any] = Field(default_factory=dict)
+    notify: dict[str, Any] = Field(default_factory=dict)
+    reconcile: dict[str, Any] = Field(default_factory=dict)
 
 
 def load_settings() -> Settings:

@@ -76,6 +76,7 @@ async def authenticate(kernel: Kernel, token: str | None) -> Identity:
         method="api_key",
         key_id=record.key_id,
         roles=record.roles,
+        groups=record.groups,
     )
 
 

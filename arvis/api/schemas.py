@@ -70,6 +70,17 @@ class ReplayOut(_Out):
     """Pass as ``after`` for the next page; null on the last page."""
 
 
+class ApprovalOut(_Out):
+    """One approver's decision: who (principal and key, from authentication) and when."""
+
+    principal_id: str
+    key_id: str | None
+    auth_method: str
+    groups: list[str]
+    decided_at: datetime
+    journal_position: int
+
+
 class ConfirmationOut(_Out):
     id: str
     state: ConfirmationState
@@ -83,6 +94,11 @@ class ConfirmationOut(_Out):
     reason: str | None
     expires_at: datetime
     created_at: datetime
+    approvers: list[str] = Field(default_factory=list)
+    """Approver groups one of which an approving key must hold (empty: any approver)."""
+    quorum: int = 1
+    """Distinct approvals needed."""
+    approvals: list[ApprovalOut] = Field(default_factory=list)
 
 
 class ConfirmationList(_Out):
@@ -114,3 +130,30 @@ class DecisionBody(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     reason: Reason | None = None
+
+
+class ResolveBody(BaseModel):
+    """Body of ``POST /v1/runs/{run_id}/attempts/{key}/{attempt}/resolve``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    as_: Literal["completed", "failed", "not_started"] = Field(alias="as")
+    """What the attempt did, as the resolver found out."""
+    evidence: Annotated[str, Field(min_length=1, max_length=2000), AfterValidator(_storable_text)]
+    """How the resolver knows (a ticket, a ledger line): journaled as given."""
+
+
+class ResolutionOut(_Out):
+    run_id: str
+    causal_id: str
+    idempotency_key: str
+    attempt: int
+    boundary: str
+    """The resolved boundary: EFFECT_COMPLETED, EFFECT_FAILED or EFFECT_NOT_STARTED."""
+    resolves: int
+    """The journal position of the uncertain entry (never changed)."""
+    resolved_by: str
+    evidence: str
+    journal_position: int
+    entry_hash: str
+    recorded_at: datetime

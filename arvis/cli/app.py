@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from arvis import __version__
-from arvis.cli import runs, serve, serveturn, turn
+from arvis.cli import operators, runs, serve, serveturn, turn
 from arvis.cli.keys import keys_app
 from arvis.cli.recover import recover
 
@@ -24,6 +24,7 @@ serve.register(app)
 app.command("serve-turn")(serveturn.serve_turn)
 app.add_typer(keys_app, name="keys")
 runs.register(app)
+operators.register(app)
 app.command("recover")(recover)
 app.command("turn")(turn.turn)
 

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -13,6 +14,7 @@ import typer
 
 from arvis.cli.common import database_or_exit, fail, settings_or_exit, with_store
 from arvis.cli.output import emit_json, table
+from arvis.domain.authorization import GROUP_PATTERN
 from arvis.domain.identity import Role
 from arvis.store.database import PgStore
 from arvis.store.keys import ApiKeyRecord, PgKeyStore
@@ -31,6 +33,7 @@ def _row(record: ApiKeyRecord) -> dict[str, Any]:
         "key_id": record.key_id,
         "principal": record.principal,
         "roles": list(record.roles),
+        "groups": list(record.groups),
         "created_at": record.created_at.isoformat(timespec="seconds"),
         "revoked_at": None
         if record.revoked_at is None
@@ -47,20 +50,32 @@ def create(
     tenant: Annotated[str, typer.Option(help="The only tenant this key can touch.")],
     principal: Annotated[str, typer.Option(help="Who uses the key (recorded in the journal).")],
     role: Annotated[list[str], typer.Option(help="agent, approver, auditor or admin; repeatable.")],
+    group: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="An approver group the key belongs to (e.g. payments-leads); repeatable."
+        ),
+    ] = None,
 ) -> None:
     """Create a key. Its token is printed once, as the last line; only a hash is stored."""
     roles = _roles(role)
     if not tenant.strip() or not principal.strip():
         fail("--tenant and --principal must not be empty", 2)
+    groups = group or []
+    for name in groups:
+        if not re.fullmatch(GROUP_PATTERN, name):
+            fail(f"{name!r} is not a group name (lowercase letters, digits, '.', '_', '-')", 2)
 
     async def use(store: PgStore) -> tuple[ApiKeyRecord, str]:
-        record, issued = await PgKeyStore(store.engine).create(tenant, principal, roles)
+        record, issued = await PgKeyStore(store.engine).create(tenant, principal, roles, groups)
         return record, issued.token
 
     record, token = asyncio.run(with_store(_url(), use))
     typer.echo(
         f"created key {record.key_id} for {record.principal} in tenant {record.tenant_id}"
-        f" ({', '.join(record.roles)}); the token below is shown only now:"
+        f" ({', '.join(record.roles)})"
+        + (f" in groups {', '.join(record.groups)}" if record.groups else "")
+        + "; the token below is shown only now:"
     )
     typer.echo(token)
 
@@ -89,7 +104,7 @@ def list_keys(
     if json_out:
         emit_json(rows)
         return
-    columns = ["tenant", "key_id", "principal", "roles", "created_at", "revoked_at"]
+    columns = ["tenant", "key_id", "principal", "roles", "groups", "created_at", "revoked_at"]
     table(rows, columns, empty="no keys")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from arvis.domain.context import AuthorizedEffectContext
 from arvis.domain.ids import CapabilityId, ConfirmationId, IdempotencyKey
@@ -26,6 +26,8 @@ class DenialReason(StrEnum):
     RETRY_PROHIBITED_UNCERTAIN = "retry_prohibited_uncertain"
     CAUSAL_ID_CONFLICT = "causal_id_conflict"
     PLAN_UNAVAILABLE = "plan_unavailable"
+    APPROVAL_STALE = "approval_stale"
+    """The tool definition or the policy changed since the consent was asked."""
 
     @property
     def is_attempt(self) -> bool:
@@ -51,6 +53,27 @@ _NOT_ATTEMPTS = frozenset(
 )
 
 
+GROUP_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
+"""An approver group's name (a key attribute, ``arvis keys create --group``)."""
+
+
+class ApprovalTerms(BaseModel):
+    """Who may consent to one tool's calls, how many must, and for how long (issue 16).
+
+    Frozen onto the confirmation when consent is asked: a later policy change
+    does not loosen or tighten a request already waiting.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    approvers: tuple[str, ...] = ()
+    """Approver groups; an approval needs a key in one of them. Empty: any approver."""
+    quorum: int = Field(default=1, ge=1, le=20)
+    """Distinct approvers needed; a deny by any of them denies."""
+    ttl_s: float | None = Field(default=None, gt=0, le=365 * 24 * 3600)
+    """The confirmation expires this long after it was asked; None: the deployment's."""
+
+
 class PolicyDecision(BaseModel):
     """What a ToolPolicy said, and which policy said it."""
 
@@ -60,6 +83,8 @@ class PolicyDecision(BaseModel):
     reason: DenialReason | None = None
     detail: str = ""
     consent_required: bool = False
+    approval: ApprovalTerms | None = None
+    """The terms of the consent, when one is required and the policy names them."""
     policy_version: str
     policy_digest: str
 

@@ -27,9 +27,15 @@ class Identity(BaseModel):
     key_id: str | None = None
     """The API key's public id; never its secret."""
     roles: tuple[Role, ...] = ()
+    groups: tuple[str, ...] = ()
+    """Approver groups of the key (``arvis keys create --group``)."""
 
     def has_role(self, role: Role) -> bool:
         return role in self.roles or "admin" in self.roles
+
+    def in_any_group(self, groups: tuple[str, ...]) -> bool:
+        """True when ``groups`` is empty (no group is required) or names one of ours."""
+        return not groups or any(group in self.groups for group in groups)
 
     def same_principal(self, tenant_id: str, principal_id: str) -> bool:
         """True when this identity is the principal a sealed context names.

@@ -7,8 +7,10 @@ form, and never rebuilt from a dict somewhere else.
 Kinds: ``execution`` (a dispatched attempt and what became of it), ``refusal``
 (``PRE_EFFECT_REFUSAL``: nothing minted, nothing run), ``recovery`` (an attempt
 an interrupted process left, settled by a sweeper), ``confirmation`` (an
-approver's decision on a consent). Entries written before schema revision 0005
-lack the fields marked as such; they read as ``None``.
+approver's decision on a consent, or the consent's expiry), ``resolution`` (an
+operator's or a reconcile hook's account of what an uncertain attempt did).
+Entries written before a schema revision lack the fields it added (marked as
+such); they read as ``None``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any, Literal
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Field,
     JsonValue,
     TypeAdapter,
     ValidationError,
@@ -26,12 +29,19 @@ from pydantic import (
 )
 
 from arvis.domain.authorization import DenialReason, DenialSnapshot
+from arvis.domain.boundary import EffectBoundary
 from arvis.domain.canonical import canonical_bytes
 from arvis.domain.context import AuthorizedEffectContext
 from arvis.domain.ids import CapabilityId, ConfirmationId, PlanId
 from arvis.domain.states import CapabilityState, ConfirmationState
 
-JournalKind = Literal["execution", "refusal", "recovery", "confirmation"]
+JournalKind = Literal["execution", "refusal", "recovery", "confirmation", "resolution"]
+
+
+def _absent(value: object) -> bool:
+    # Fields added after a kind's first version are left out of its text when unset,
+    # so a body of the earlier shape keeps its exact bytes (the chain hashes them).
+    return value is None
 
 
 class _Body(BaseModel):
@@ -129,6 +139,8 @@ class Decider(_Body):
     principal_id: str
     auth_method: str
     key_id: str | None = None
+    groups: list[str] | None = Field(default=None, exclude_if=_absent)
+    """The approver groups the key held when it decided (revision 0006 on)."""
 
 
 class ConsentArtifact(_Body):
@@ -140,15 +152,57 @@ class ConsentArtifact(_Body):
     requested_by: str
     decided_by: Decider
     reason: str | None = None
+    state: ConfirmationState | None = Field(default=None, exclude_if=_absent)
+    """The confirmation's state after this decision (revision 0006 on): an approval
+    short of its quorum leaves it PENDING."""
+    approvals: int | None = Field(default=None, exclude_if=_absent)
+    """Distinct approvals recorded, this one included (revision 0006 on)."""
+    quorum: int | None = Field(default=None, exclude_if=_absent)
 
 
-JournalArtifact = ExecutionArtifact | RefusalArtifact | RecoveryArtifact | ConsentArtifact
+class ResolvedEntry(_Body):
+    """The uncertain entry a resolution settles: it is never changed."""
+
+    position: int
+    entry_hash: str
+    boundary: EffectBoundary
+
+
+class ResolutionArtifact(_Body):
+    """What an uncertain attempt turned out to have done, said by a person or a hook.
+
+    ``boundary`` is EFFECT_COMPLETED, EFFECT_FAILED or EFFECT_NOT_STARTED; the
+    retry table reads it in place of the uncertain boundary it resolves.
+    """
+
+    tool: str
+    attempt: int
+    resolves: ResolvedEntry
+    boundary: EffectBoundary
+    resolved_by: Decider
+    """A principal (from its authentication), or ``reconciler:<tool>``."""
+    evidence: str
+    requested_by: str
+    """The principal whose call it was (four eyes)."""
+
+
+RESOLVED_BOUNDARIES = (
+    EffectBoundary.EFFECT_COMPLETED,
+    EffectBoundary.EFFECT_FAILED,
+    EffectBoundary.EFFECT_NOT_STARTED,
+)
+UNCERTAIN_BOUNDARIES = (EffectBoundary.EFFECT_STARTED, EffectBoundary.EFFECT_STATE_UNKNOWN)
+
+JournalArtifact = (
+    ExecutionArtifact | RefusalArtifact | RecoveryArtifact | ConsentArtifact | ResolutionArtifact
+)
 
 _MODELS: dict[str, type[_Body]] = {
     "execution": ExecutionArtifact,
     "refusal": RefusalArtifact,
     "recovery": RecoveryArtifact,
     "confirmation": ConsentArtifact,
+    "resolution": ResolutionArtifact,
 }
 _PLAIN: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 

@@ -10,12 +10,14 @@ costs one read of it and a second round. The same code decides both rounds.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from arvis.domain.artifacts import AuditReceipt, Intent
+from arvis.domain.authorization import DenialReason
 from arvis.domain.clock import Clock
 from arvis.domain.errors import SerializationConflict
 from arvis.domain.identity import Identity
@@ -32,6 +34,7 @@ from arvis.domain.ids import (
 from arvis.domain.payload import FrozenEffectPayload
 from arvis.domain.states import ConfirmationState
 from arvis.lifecycle.authorization import (
+    STALE_REASON,
     AdmissionRequest,
     AwaitConsent,
     Deduplicated,
@@ -46,6 +49,7 @@ from arvis.lifecycle.outbox import IntentOutboxService
 from arvis.lifecycle.ports import (
     NEW_DECISION,
     Admission,
+    ConfirmationChange,
     ConfirmationRecord,
     ConsentRequest,
     DecisionHistory,
@@ -193,7 +197,7 @@ class AdmissionService:
         if isinstance(step, Refuse):
             return await self._refuse(request, step, ids)
         if isinstance(step, Deduplicated):
-            return await answer_deduplicated(self.store, request, step.position)
+            return await answer_deduplicated(self.store, request, step.position, step.resolution)
         if isinstance(step, InFlight):
             raise AttemptInFlight(request.idempotency_key)
         return await self._await_consent(request, step, ids)
@@ -261,17 +265,26 @@ class AdmissionService:
     async def _refuse(
         self, request: AdmissionRequest, step: Refuse, ids: Ids
     ) -> SyscallResult | DecisionHistory | _Rebind:
-        if step.expire is not None:
-            await self.store.expire_confirmation(
-                request.identity.tenant_id,
-                step.expire.confirmation_id,
-                (ConfirmationState.PENDING, ConfirmationState.APPROVED),
-            )
-        answer = await self.store.journal(
-            refusal_append(
-                request, step, request.payload.canonical.decode(), ids.recorded_at, ids.intent
-            )
+        append = refusal_append(
+            request, step, request.payload.canonical.decode(), ids.recorded_at, ids.intent
         )
+        if step.expire is not None:
+            # The refusal and the confirmation's move to EXPIRED are one step, so the
+            # journal shows why a consent that expired (or went stale) never ran.
+            append = dataclasses.replace(
+                append,
+                confirmation=ConfirmationChange(
+                    confirmation_id=step.expire.confirmation_id,
+                    from_states=(ConfirmationState.PENDING, ConfirmationState.APPROVED),
+                    to_state=ConfirmationState.EXPIRED,
+                    reason=(
+                        STALE_REASON
+                        if step.denial.reason is DenialReason.APPROVAL_STALE
+                        else "expired"
+                    ),
+                ),
+            )
+        answer = await self.store.journal(append)
         if answer.status in ("appended", "existing"):
             assert answer.entry is not None
             return result_from_entry(answer.entry)
@@ -292,6 +305,10 @@ class AdmissionService:
             return _consent_answer(request, step.existing.confirmation_id)
         now = ids.recorded_at
         context = step.context
+        terms = step.terms
+        ttl_s = self.confirmation_ttl_s
+        if terms is not None and terms.ttl_s is not None:
+            ttl_s = terms.ttl_s
         record = ConfirmationRecord(
             confirmation_id=ids.confirmation,
             tenant_id=context.tenant_id,
@@ -305,8 +322,12 @@ class AdmissionService:
             decided_by=None,
             decision_reason=None,
             decided_at=None,
-            expires_at=now + timedelta(seconds=self.confirmation_ttl_s),
+            expires_at=now + timedelta(seconds=ttl_s),
             created_at=now,
+            approver_groups=() if terms is None else terms.approvers,
+            quorum=1 if terms is None else terms.quorum,
+            definition_fingerprint=step.definition_fingerprint,
+            policy_digest=step.policy_digest,
         )
         answer = await self.store.request_consent(
             ConsentRequest(

@@ -18,7 +18,12 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from arvis.domain.authorization import AuthorizationSnapshot, DenialReason, DenialSnapshot
+from arvis.domain.authorization import (
+    ApprovalTerms,
+    AuthorizationSnapshot,
+    DenialReason,
+    DenialSnapshot,
+)
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.clock import Clock
 from arvis.domain.context import AuthorizedEffectContext
@@ -74,13 +79,16 @@ class Refuse:
     attempt: int | None
     """The attempt number this refusal takes, or None when it is not an attempt."""
     expire: ConfirmationRecord | None = None
-    """A confirmation found expired at the moment of use: mark it so first."""
+    """A confirmation found unusable at the moment of use (expired, or stale): the
+    refusal moves it to EXPIRED in the same step."""
 
 
 @dataclass(frozen=True, slots=True)
 class Deduplicated:
     position: int
     """The journal position of the recorded result."""
+    resolution: int | None = None
+    """The position of the resolution that says an uncertain attempt completed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +100,15 @@ class InFlight:
 class AwaitConsent:
     context: AuthorizedEffectContext
     existing: ConfirmationRecord | None
+    terms: ApprovalTerms | None = None
+    """Who may approve, how many, for how long (None: any approver, one, the default)."""
+    definition_fingerprint: str | None = None
+    policy_digest: str | None = None
+    """What the approval will be for: re-checked when the approved call is used."""
+
+
+STALE_REASON = "approval_stale"
+"""The decision reason of a confirmation expired because it went stale."""
 
 
 AuthorizationStep = Proceed | Refuse | Deduplicated | InFlight | AwaitConsent
@@ -175,11 +192,24 @@ class ToolAuthorizationService:
             assert decision.reason is not None
             return refuse(decision.reason, decision.detail, **versions)
         if decision.consent_required:
-            gate = self._consent_gate(context, confirmation)
+            gate = self._consent_gate(
+                context,
+                confirmation,
+                history,
+                (definition.fingerprint, decision.policy_digest),
+            )
             if isinstance(gate, tuple):
                 reason, expired = gate
                 refusal = refuse(reason, _CONSENT_DETAILS[reason])
                 return Refuse(refusal.denial, refusal.attempt, expire=expired)
+            if isinstance(gate, AwaitConsent) and gate.existing is None:
+                return AwaitConsent(
+                    context,
+                    None,
+                    terms=decision.approval,
+                    definition_fingerprint=definition.fingerprint,
+                    policy_digest=decision.policy_digest,
+                )
             if gate is not None:
                 return gate
         snapshot = AuthorizationSnapshot.model_construct(
@@ -211,21 +241,36 @@ class ToolAuthorizationService:
         return f"payload does not match the input schema at {where}: {error.message[:300]}"
 
     def _consent_gate(
-        self, context: AuthorizedEffectContext, confirmation: ConfirmationRecord | None
+        self,
+        context: AuthorizedEffectContext,
+        confirmation: ConfirmationRecord | None,
+        history: DecisionHistory,
+        in_force: tuple[str, str],
     ) -> AwaitConsent | InFlight | tuple[DenialReason, ConfirmationRecord | None] | None:
         """The consent gate: ask, wait, refuse (with the confirmation to mark expired,
-        when it expired only now), or go on (None)."""
+        when it became unusable only now), or go on (None)."""
         if confirmation is None:
             return AwaitConsent(context, None)
         state = confirmation.state
-        if state in _USABLE and confirmation.expires_at <= self.clock.now():
+        # Expired by either clock: this process's, or the database's when it read
+        # the history (the clock the admitting statement checks it by, issue 16).
+        now = self.clock.now()
+        if history.read_at is not None and history.read_at > now:
+            now = history.read_at
+        if state in _USABLE and confirmation.expires_at <= now:
             return DenialReason.CONFIRMATION_EXPIRED, confirmation
         if state is ConfirmationState.PENDING:
             return AwaitConsent(context, confirmation)
         if state is ConfirmationState.DENIED:
             return DenialReason.CONFIRMATION_DENIED, None
         if state is ConfirmationState.EXPIRED:
+            if confirmation.decision_reason == STALE_REASON:
+                return DenialReason.APPROVAL_STALE, None
             return DenialReason.CONFIRMATION_EXPIRED, None
+        if state is ConfirmationState.APPROVED and _stale(confirmation, in_force):
+            # Approved for another definition or policy than the one in force now:
+            # the approval does not cover this call (issue 16, re-check at use).
+            return DenialReason.APPROVAL_STALE, confirmation
         if state is ConfirmationState.RESERVED:
             return InFlight()
         # APPROVED: reserve it. CONSUMED: consent was given for this very action and
@@ -234,6 +279,15 @@ class ToolAuthorizationService:
 
 
 _USABLE = (ConfirmationState.PENDING, ConfirmationState.APPROVED)
+
+
+def _stale(confirmation: ConfirmationRecord, in_force: tuple[str, str]) -> bool:
+    fingerprint, digest = in_force
+    # Confirmations asked before revision 0006 recorded neither: nothing to compare.
+    return (
+        confirmation.definition_fingerprint is not None
+        and confirmation.definition_fingerprint != fingerprint
+    ) or (confirmation.policy_digest is not None and confirmation.policy_digest != digest)
 
 
 def _apply_retry_table(
@@ -249,6 +303,14 @@ def _apply_retry_table(
         return Deduplicated(latest.position)
     if latest.boundary is EffectBoundary.EFFECT_FAILED:
         return None if latest.retryable else DenialReason.RETRY_NOT_ADVISED
+    # An uncertain attempt someone resolved reads as what they said it did (issue 16):
+    # not started ⇒ a fresh attempt; completed ⇒ its record; failed ⇒ no retry advice.
+    if latest.resolved is EffectBoundary.EFFECT_NOT_STARTED:
+        return None
+    if latest.resolved is EffectBoundary.EFFECT_COMPLETED:
+        return Deduplicated(latest.position, latest.resolution_position)
+    if latest.resolved is EffectBoundary.EFFECT_FAILED:
+        return DenialReason.RETRY_NOT_ADVISED
     # EFFECT_STARTED or EFFECT_STATE_UNKNOWN: only a tool that dedupes may go again.
     if definition is not None and definition.replay_safety is not ReplaySafety.UNSAFE:
         return None
@@ -265,4 +327,8 @@ _RETRY_DETAILS = {
 _CONSENT_DETAILS = {
     DenialReason.CONFIRMATION_DENIED: "an approver denied this action",
     DenialReason.CONFIRMATION_EXPIRED: "the confirmation for this action expired",
+    DenialReason.APPROVAL_STALE: (
+        "the tool's definition or the policy changed since consent was asked; the "
+        "approval does not cover this call: post it under a new causal id to ask again"
+    ),
 }

@@ -79,3 +79,33 @@ class ChainBroken(ArvisError):
         )
         self.broken_at = position
         self.reason = reason
+
+
+class ApproverNotInGroup(ArvisError):
+    """The approver's key holds none of the groups this tool's consent names."""
+
+    code = "approver_not_in_group"
+
+
+class AlreadyApproved(ArvisError):
+    """This principal has approved this confirmation already: approvals are distinct."""
+
+    code = "already_approved"
+
+
+class NotUncertain(ArvisError):
+    """The attempt's outcome is known: there is nothing to resolve."""
+
+    code = "not_uncertain"
+
+
+class AlreadyResolved(ArvisError):
+    """The attempt was resolved already; a resolution is never replaced."""
+
+    code = "already_resolved"
+
+
+class SelfResolution(ArvisError):
+    """The principal whose call it was may not resolve it alone (four eyes)."""
+
+    code = "self_resolution"

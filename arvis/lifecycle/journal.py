@@ -11,6 +11,7 @@ verification never trusts the database's arithmetic.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -92,6 +93,7 @@ async def walk(
         raise LookupError(run_id)
     expected_prev = GENESIS_HASH
     expected_position = 1
+    uncertain: dict[int, str] = {}
     count = 0
     after = 0
     while True:
@@ -118,6 +120,10 @@ async def walk(
             )
             if computed != stored:
                 return VerifyReport(False, count, position, "entry altered")
+            if boundary in _UNCERTAIN and attempt is not None:
+                uncertain[position] = stored
+            elif kind == "resolution" and not _resolves(row[10], uncertain):
+                return VerifyReport(False, count, position, "resolution of no uncertain entry")
             if visit is not None:
                 visit(row)
             expected_prev = stored
@@ -129,6 +135,18 @@ async def walk(
     if count != run.journal_length or expected_prev != run.journal_head:
         return VerifyReport(False, count, count + 1, "entries missing at the end of the chain")
     return VerifyReport(True, count, None)
+
+
+_UNCERTAIN = frozenset({"EFFECT_STARTED", "EFFECT_STATE_UNKNOWN"})
+
+
+def _resolves(body_text: str, uncertain: dict[int, str]) -> bool:
+    """A resolution names an earlier uncertain entry of its chain, by position and hash."""
+    try:
+        resolves = json.loads(body_text)["resolves"]
+        return bool(uncertain.get(resolves["position"]) == resolves["entry_hash"])
+    except (ValueError, KeyError, TypeError):
+        return False
 
 
 async def verify(store: LifecycleStore, tenant_id: TenantId, run_id: RunId) -> VerifyReport:

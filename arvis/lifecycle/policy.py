@@ -13,7 +13,14 @@ no_consent_tools = []              # exempt from the default rule
 
 [policy.tenants.acme]              # replaces [policy.default] for tenant acme
 allow_tools = ["echo", "files.read"]
+
+[policy.tenants.acme.approvals."payments.send"]   # consent terms for one tool
+approvers = ["payments-leads"]     # approver groups (arvis keys create --group)
+quorum = 2                         # distinct approvals; a deny by any approver denies
+ttl_s = 3600                       # the confirmation expires after this
 ```
+
+A tool with approval terms always needs consent (unless on ``no_consent_tools``).
 
 Default, with no ``[policy]``: every tool may run, ``process.execute`` and
 ``environment.write`` tools are refused, network tools may reach no host, and
@@ -37,7 +44,12 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from arvis.domain.authorization import DenialReason, PolicyDecision
+from arvis.domain.authorization import (
+    GROUP_PATTERN,
+    ApprovalTerms,
+    DenialReason,
+    PolicyDecision,
+)
 from arvis.domain.canonical import canonical_bytes, sha256_hex
 from arvis.domain.context import AuthorizedEffectContext
 from arvis.domain.definitions import Effect, ReplaySafety, ToolDefinition
@@ -84,6 +96,17 @@ class TenantRules(BaseModel):
     consent_tools: list[str] = Field(default_factory=list)
     no_consent_tools: list[str] = Field(default_factory=list)
     consent_for_mutating_unsafe: bool = True
+    approvals: dict[str, ApprovalTerms] = Field(default_factory=dict)
+    """Tool name → who may approve it, how many must, and the confirmation's ttl."""
+
+    @field_validator("approvals")
+    @classmethod
+    def _groups(cls, approvals: dict[str, ApprovalTerms]) -> dict[str, ApprovalTerms]:
+        for tool, terms in approvals.items():
+            for group in terms.approvers:
+                if not re.fullmatch(GROUP_PATTERN, group):
+                    raise ValueError(f"tool {tool!r}: {group!r} is not an approver group name")
+        return approvals
 
     @field_validator("egress_hosts")
     @classmethod
@@ -193,9 +216,11 @@ class RulePolicy:
             denial = self._egress(context.tenant_id, url, "the payload's url")
             if denial is not None:
                 return denial
+        consent = _needs_consent(definition, rules)
         return PolicyDecision(
             allowed=True,
-            consent_required=_needs_consent(definition, rules),
+            consent_required=consent,
+            approval=rules.approvals.get(name) if consent else None,
             policy_version=self.version,
             policy_digest=self.digest,
         )
@@ -227,7 +252,7 @@ class RulePolicy:
 def _needs_consent(definition: ToolDefinition, rules: TenantRules) -> bool:
     if definition.name in rules.no_consent_tools:
         return False
-    if definition.name in rules.consent_tools:
+    if definition.name in rules.consent_tools or definition.name in rules.approvals:
         return True
     return (
         rules.consent_for_mutating_unsafe
@@ -306,6 +331,11 @@ def _normalise_pattern(pattern: str) -> str | None:
             return None
         return "*." + suffix
     return normalise_host(pattern)
+
+
+def normalised_patterns(patterns: Sequence[str]) -> frozenset[str]:
+    """Egress patterns as :func:`host_allowed` compares them (invalid ones dropped)."""
+    return _normalised_patterns(patterns)
 
 
 def _normalised_patterns(patterns: Sequence[str]) -> frozenset[str]:

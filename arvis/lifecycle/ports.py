@@ -5,15 +5,14 @@ operation — one server-side function, one round trip, one commit — called fr
 one place: :meth:`LifecycleStore.admit` (admission), :meth:`~LifecycleStore.journal`
 (every journal entry: refusals, settlements, recoveries, consent decisions, each
 with the state changes that go with it), :meth:`~LifecycleStore.request_consent`,
-:meth:`~LifecycleStore.mark_started`, :meth:`~LifecycleStore.expire_confirmation`
-and the lease operations. Reads that must see one snapshot go through
-:meth:`~LifecycleStore.reading`.
+:meth:`~LifecycleStore.mark_started`, :meth:`~LifecycleStore.resolve` and
+:meth:`~LifecycleStore.approve` (issue 16), and the lease operations. Reads that
+must see one snapshot go through :meth:`~LifecycleStore.reading`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,7 +29,12 @@ from arvis.domain.ids import (
     RunId,
     TenantId,
 )
-from arvis.domain.journal import JournalArtifact, read_artifact
+from arvis.domain.journal import (
+    ConsentArtifact,
+    JournalArtifact,
+    ResolutionArtifact,
+    read_artifact,
+)
 from arvis.domain.states import ConfirmationState
 
 
@@ -42,6 +46,19 @@ class RunRecord:
     journal_length: int
     journal_head: str
     audit_incomplete: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    """One approver's approval of a confirmation, from its authentication."""
+
+    principal_id: str
+    auth_method: str
+    key_id: str | None
+    groups: tuple[str, ...]
+    decided_at: datetime
+    position: int
+    """The journal entry that records it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +77,13 @@ class ConfirmationRecord:
     decided_at: datetime | None
     expires_at: datetime
     created_at: datetime
+    approver_groups: tuple[str, ...] = ()
+    """Groups one of which an approver's key must hold (empty: any approver)."""
+    quorum: int = 1
+    definition_fingerprint: str | None = None
+    """The tool's definition when consent was asked (None: asked before revision 0006)."""
+    policy_digest: str | None = None
+    approvals: tuple[Approval, ...] = ()
 
     @property
     def requested_by(self) -> str:
@@ -118,6 +142,9 @@ class LatestAttempt:
     boundary: EffectBoundary
     retryable: bool
     position: int
+    resolved: EffectBoundary | None = None
+    """What a resolution says the attempt did, when it was uncertain and resolved."""
+    resolution_position: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +157,8 @@ class DecisionHistory:
     in_flight: int | None
     """The attempt number in flight, if any."""
     confirmation: ConfirmationRecord | None
+    read_at: datetime | None = None
+    """The database's clock when this was read: expiry is judged by it too."""
 
     @property
     def next_attempt(self) -> int:
@@ -265,6 +294,70 @@ class ConsentAnswer:
     run_plan: PlanId | None
 
 
+@dataclass(frozen=True, slots=True)
+class UncertainAttempt:
+    """An attempt journaled uncertain, and whether it is resolved yet."""
+
+    entry: JournalEntry
+    """The uncertain entry (never changed)."""
+    resolved: EffectBoundary | None
+    resolution_position: int | None
+    asks: int
+    payload: Any
+    """The decision's frozen payload (a reconcile hook is asked with it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """Append a resolution of an uncertain attempt (written by ``arvis_resolve``)."""
+
+    tenant_id: TenantId
+    run_id: RunId
+    causal_id: str
+    idempotency_key: str
+    attempt: int
+    uncertain_position: int
+    artifact: ResolutionArtifact
+    resolved_by: str
+    recorded_at: datetime
+
+
+ResolveStatus = Literal["appended", "resolved", "not_uncertain"]
+
+
+@dataclass(frozen=True, slots=True)
+class ResolveAnswer:
+    status: ResolveStatus
+    entry: JournalEntry | None
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalStep:
+    """Record one approval and its journal entry (written by ``arvis_approve``)."""
+
+    confirmation: ConfirmationRecord
+    approver_principal: str
+    approver_method: str
+    approver_key_id: str | None
+    approver_groups: tuple[str, ...]
+    seen: int
+    """The approvals Python decided on."""
+    to_state: ConfirmationState
+    """PENDING short of the quorum, APPROVED when this approval meets it."""
+    decided_by: str | None
+    artifact: ConsentArtifact
+    recorded_at: datetime
+
+
+ApproveStatus = Literal["appended", "stale", "duplicate", "expired"]
+
+
+@dataclass(frozen=True, slots=True)
+class ApproveAnswer:
+    status: ApproveStatus
+    entry: JournalEntry | None
+
+
 class LifecycleReads(Protocol):
     """Reads inside one read-only snapshot (one transaction)."""
 
@@ -292,6 +385,18 @@ class LifecycleReads(Protocol):
         self, tenant_id: TenantId, state: ConfirmationState | None, limit: int, after: str | None
     ) -> list[ConfirmationRecord]: ...
 
+    async def attempt_entry(
+        self, tenant_id: TenantId, run_id: RunId, key: str, attempt: int
+    ) -> JournalEntry | None:
+        """The entry that settled ``attempt`` of ``key`` in that run, if any."""
+        ...
+
+    async def uncertain(
+        self, tenant_id: TenantId, run_id: RunId, key: str, attempt: int
+    ) -> UncertainAttempt | None:
+        """The attempt when it was journaled uncertain, resolved or not."""
+        ...
+
 
 class LifecycleStore(Protocol):
     @property
@@ -311,12 +416,23 @@ class LifecycleStore(Protocol):
         """Record, durably and at once, that the attempt's tool reported its start."""
         ...
 
-    async def expire_confirmation(
-        self,
-        tenant_id: TenantId,
-        confirmation_id: ConfirmationId,
-        from_states: Sequence[ConfirmationState],
-    ) -> bool: ...
+    async def resolve(self, resolution: Resolution) -> ResolveAnswer: ...
+
+    async def approve(self, step: ApprovalStep) -> ApproveAnswer: ...
+
+    async def open_uncertain(self, *, limit: int, max_asks: int) -> list[UncertainAttempt]:
+        """Unresolved uncertain attempts whose next reconcile ask is due."""
+        ...
+
+    async def record_ask(
+        self, tenant_id: TenantId, key: str, attempt: int, next_in_s: float
+    ) -> None:
+        """A reconcile hook was asked about the attempt and said nothing definite."""
+        ...
+
+    async def expirable(self, *, limit: int) -> list[ConfirmationRecord]:
+        """Waiting confirmations (PENDING, APPROVED) expired by the database's clock."""
+        ...
 
     async def in_flight(self, *, limit: int, owner: str | None = None) -> list[InFlightAttempt]:
         """In-flight attempts of lease name ``owner``, else of every owner whose lease

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +43,7 @@ from arvis.lifecycle.ports import (
     JournalAppend,
     LifecycleStore,
 )
+from arvis.lifecycle.resolution import Reconciler
 
 log = logging.getLogger(__name__)
 
@@ -67,11 +69,14 @@ class RecoverySweeper:
         *,
         store_fingerprint: str = "",
         batch_limit: int = 1000,
+        reconciler: Reconciler | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
         self.store_fingerprint = store_fingerprint or store.fingerprint
         self.batch_limit = batch_limit
+        self.reconciler = reconciler
+        """Asks tools' reconcile hooks about the uncertain attempts (issue 16)."""
 
     async def sweep(self, *, owner: str | None = None) -> list[SettledIntent]:
         """Settle every in-flight attempt of expired or released leases, or, with
@@ -100,6 +105,10 @@ class RecoverySweeper:
                 item.boundary.value,
                 extra={"run_id": item.run_id, "causal_id": item.causal_id},
             )
+        if self.reconciler is not None:
+            # What was just settled is due for its first ask, with every earlier
+            # uncertain attempt whose next ask (with backoff) has come.
+            await self.reconciler.sweep()
         return settled
 
     async def settle_attempt(self, tenant_id: TenantId, key: IdempotencyKey) -> None:
@@ -206,10 +215,14 @@ class RecoveryRuntime:
         sweeper: RecoverySweeper,
         *,
         sweep_interval_s: float,
+        chores: Sequence[tuple[float, Callable[[], Awaitable[object]]]] = (),
     ) -> None:
         self.lease = lease
         self.sweeper = sweeper
         self.sweep_interval_s = sweep_interval_s
+        self.chores = chores
+        """Other periodic work of this process (interval, action): the expiry sweep and
+        the notification deliverer (issue 16)."""
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> list[SettledIntent]:
@@ -221,6 +234,7 @@ class RecoveryRuntime:
         self._tasks = [
             asyncio.create_task(self._every(self.lease.ttl_s / 3, self.lease.beat)),
             asyncio.create_task(self._every(self.sweep_interval_s, self._sweep)),
+            *(asyncio.create_task(self._every(every, chore)) for every, chore in self.chores),
         ]
         return settled
 
@@ -234,9 +248,9 @@ class RecoveryRuntime:
                 await action()
             except StoreError as exc:
                 # An outage is not a crash: keep beating and sweeping once it ends.
-                log.warning("background %s failed: %s", action.__name__, exc.message)
+                log.warning("background %s failed: %s", _name(action), exc.message)
             except Exception:
-                log.exception("background %s failed", action.__name__)
+                log.exception("background %s failed", _name(action))
 
     async def stop(self) -> None:
         """Stop the loops and release the lease (after the handler has drained)."""
@@ -248,3 +262,7 @@ class RecoveryRuntime:
         self._tasks = []
         with contextlib.suppress(StoreError):
             await self.lease.release()
+
+
+def _name(action: Any) -> str:
+    return str(getattr(action, "__name__", type(action).__name__))

@@ -68,12 +68,30 @@ def refusal_append(
 
 
 async def answer_deduplicated(
-    store: LifecycleStore, request: AdmissionRequest, position: int
+    store: LifecycleStore,
+    request: AdmissionRequest,
+    position: int,
+    resolution_position: int | None = None,
 ) -> SyscallResult:
-    """The recorded result of a completed decision: nothing minted, nothing run."""
+    """The recorded result of a completed decision: nothing minted, nothing run.
+
+    ``resolution_position``: the decision's last attempt was uncertain and resolved
+    as completed; the answer is that attempt's record with its resolution beside it.
+    """
+    tenant_id = request.identity.tenant_id
     async with store.reading() as reads:
-        entry = await reads.entry_at(request.identity.tenant_id, request.run_id, position)
-        run = await reads.run(request.identity.tenant_id, request.run_id)
+        entry = await reads.entry_at(tenant_id, request.run_id, position)
+        resolution = (
+            None
+            if resolution_position is None
+            else await reads.entry_at(tenant_id, request.run_id, resolution_position)
+        )
+        run = await reads.run(tenant_id, request.run_id)
     assert entry is not None
     assert run is not None
-    return result_from_entry(entry, outcome="deduplicated", audit_incomplete=run.audit_incomplete)
+    return result_from_entry(
+        entry,
+        outcome="deduplicated",
+        audit_incomplete=run.audit_incomplete,
+        resolution=resolution,
+    )

@@ -9,6 +9,7 @@ becomes one unbounded answer.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from arvis.domain.ids import RunId, TenantId
@@ -22,6 +23,12 @@ RESULT_KINDS = frozenset({"execution", "refusal", "recovery"})
 MAX_REPLAY_PAGE = 1000
 # Bodies are canonical JSON, so a refusal's reason appears exactly so.
 _CAUSAL_CONFLICT = '"reason":"causal_id_conflict"'
+
+
+def _is_result(kind: str, boundary: str | None) -> bool:
+    # A consent denied or expired is journaled with PRE_EFFECT_REFUSAL: the decision's
+    # result until it is posted again (issue 16: a refused call provably never ran).
+    return kind in RESULT_KINDS or (kind == "confirmation" and boundary is not None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,10 +50,16 @@ class _Collector:
     seen: set[str] = field(default_factory=set)
     page: dict[str, tuple[int, ChainRow]] = field(default_factory=dict)
     more: bool = False
+    resolutions: dict[tuple[str, int], ChainRow] = field(default_factory=dict)
+    """(causal id, resolved position) → the resolution entry, shown beside that result."""
 
     def __call__(self, row: ChainRow) -> None:
         position, causal, kind = row[0], row[4], row[3]
-        if kind not in RESULT_KINDS:
+        if kind == "resolution":
+            resolved = json.loads(row[10])["resolves"]["position"]
+            self.resolutions[(causal, resolved)] = row
+            return
+        if not _is_result(kind, row[8]):
             return
         if kind == "refusal" and _CAUSAL_CONFLICT in row[10]:
             # Another decision posted under this causal id, refused: not a result of
@@ -65,8 +78,15 @@ class _Collector:
             return
         self.page[causal] = (position, row)
 
-    def entries(self) -> list[JournalEntry]:
-        return [self._entry(row) for _, row in self.page.values()]
+    def entries(self) -> list[tuple[JournalEntry, JournalEntry | None]]:
+        """Each result's entry, and the resolution of it when there is one."""
+        found: list[tuple[JournalEntry, JournalEntry | None]] = []
+        for _, row in self.page.values():
+            resolution = self.resolutions.get((row[4], row[0]))
+            found.append(
+                (self._entry(row), None if resolution is None else self._entry(resolution))
+            )
+        return found
 
     def _entry(self, row: ChainRow) -> JournalEntry:
         position, prev, stored, kind, causal, key, attempt, intent, boundary, at, body = row
@@ -102,7 +122,8 @@ class ReplayService:
         last_first_seen = max((first for first, _ in collector.page.values()), default=None)
         return ReplayPage(
             results=[
-                result_from_entry(e, audit_incomplete=audit_incomplete) for e in collector.entries()
+                result_from_entry(e, audit_incomplete=audit_incomplete, resolution=r)
+                for e, r in collector.entries()
             ],
             next_after=last_first_seen if collector.more else None,
         )
@@ -113,7 +134,8 @@ class ReplayService:
         collector = _Collector(tenant_id, run_id, 0, None)
         audit_incomplete = await self._collect(collector)
         return [
-            result_from_entry(e, audit_incomplete=audit_incomplete) for e in collector.entries()
+            result_from_entry(e, audit_incomplete=audit_incomplete, resolution=r)
+            for e, r in collector.entries()
         ]
 
     async def _collect(self, collector: _Collector) -> bool:

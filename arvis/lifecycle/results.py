@@ -9,11 +9,14 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.decisions import ActionDecision
 from arvis.domain.journal import (
+    ConsentArtifact,
     ExecutionArtifact,
     JournalArtifact,
     RecoveryArtifact,
     RefusalArtifact,
+    ResolutionArtifact,
 )
+from arvis.domain.states import ConfirmationState
 from arvis.lifecycle.ports import JournalEntry
 
 # Run, causal and confirmation ids: 1 to 128 of [A-Za-z0-9._:-], but not "." or "..".
@@ -57,6 +60,21 @@ class ConfirmationRef(BaseModel):
     state: str
 
 
+class ResolutionRef(BaseModel):
+    """A resolution of the uncertain attempt this result records (issue 16)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    position: int
+    """The resolution's journal position (after the entry it resolves)."""
+    boundary: EffectBoundary
+    """What the attempt did, as resolved: completed, failed or not started."""
+    resolved_by: str
+    """A principal (from its key), or ``reconciler:<tool>``."""
+    evidence: str
+    recorded_at: str
+
+
 class SyscallResult(BaseModel):
     """The answer to every syscall that reached governance."""
 
@@ -79,6 +97,21 @@ class SyscallResult(BaseModel):
     journal_position: int | None = None
     confirmation: ConfirmationRef | None = None
     audit_incomplete: bool = False
+    resolution: ResolutionRef | None = None
+    """Set when this result was uncertain and has been resolved (issue 16)."""
+
+
+def resolution_ref(entry: JournalEntry) -> ResolutionRef:
+    """The reference a result carries to a resolution entry."""
+    artifact = entry.artifact
+    assert isinstance(artifact, ResolutionArtifact)
+    return ResolutionRef(
+        position=entry.position,
+        boundary=artifact.boundary,
+        resolved_by=artifact.resolved_by.principal_id,
+        evidence=artifact.evidence,
+        recorded_at=entry.recorded_at.isoformat(),
+    )
 
 
 def result_from_entry(
@@ -87,6 +120,7 @@ def result_from_entry(
     outcome: Outcome | None = None,
     audit_incomplete: bool = False,
     artifact: JournalArtifact | None = None,
+    resolution: JournalEntry | None = None,
 ) -> SyscallResult:
     """Rebuild the answer that an entry recorded, without running anything.
 
@@ -104,11 +138,24 @@ def result_from_entry(
         "causal_id": entry.causal_id,
         "journal_position": entry.position,
         "audit_incomplete": audit_incomplete,
+        "resolution": None if resolution is None else resolution_ref(resolution),
     }
     # Every field comes from a typed artifact: nothing to validate again.
     if isinstance(artifact, RefusalArtifact):
         return SyscallResult.model_construct(
             **common, reason=artifact.reason.value, detail=artifact.detail
+        )
+    if isinstance(artifact, ConsentArtifact) and entry.boundary is not None:
+        # A denied or expired consent: the decision was refused and never ran.
+        reason = (
+            "confirmation_denied"
+            if artifact.decision is ConfirmationState.DENIED
+            else "confirmation_expired"
+        )
+        return SyscallResult.model_construct(
+            **{**common, "outcome": outcome or "refused", "attempt": None},
+            reason=reason,
+            detail=artifact.reason or f"the confirmation was {artifact.decision.lower()}",
         )
     if isinstance(artifact, ExecutionArtifact | RecoveryArtifact):
         receipt = artifact.receipt

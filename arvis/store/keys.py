@@ -33,6 +33,8 @@ class ApiKeyRecord:
     secret_hash: str
     created_at: datetime
     revoked_at: datetime | None
+    groups: tuple[str, ...] = ()
+    """Approver groups (revision 0006)."""
 
     @property
     def revoked(self) -> bool:
@@ -47,6 +49,7 @@ _COLUMN_NAMES = (
     "secret_hash",
     "created_at",
     "revoked_at",
+    "groups",
 )
 _COLUMNS = ", ".join(_COLUMN_NAMES)
 
@@ -76,9 +79,14 @@ class PgKeyStore:
             raise
 
     async def create(
-        self, tenant_id: str, principal: str, roles: Sequence[Role]
+        self,
+        tenant_id: str,
+        principal: str,
+        roles: Sequence[Role],
+        groups: Sequence[str] = (),
     ) -> tuple[ApiKeyRecord, IssuedToken]:
-        """A new key; the returned token is the only copy of its secret."""
+        """A new key; the returned token is the only copy of its secret. ``groups`` are
+        the approver groups it belongs to (issue 16)."""
         issued = issue_token()
         async with self._connection(write=True) as conn:
             row = (
@@ -86,8 +94,8 @@ class PgKeyStore:
                     await conn.execute(
                         text(
                             "INSERT INTO api_keys"
-                            " (tenant_id, key_id, principal, roles, secret_hash)"
-                            f" VALUES (:t, :k, :p, :r, :h) RETURNING {_COLUMNS}"
+                            " (tenant_id, key_id, principal, roles, secret_hash, groups)"
+                            f" VALUES (:t, :k, :p, :r, :h, :g) RETURNING {_COLUMNS}"
                         ),
                         {
                             "t": tenant_id,
@@ -95,6 +103,7 @@ class PgKeyStore:
                             "p": principal,
                             "r": sorted(set(roles)),
                             "h": issued.secret_hash,
+                            "g": sorted(set(groups)),
                         },
                     )
                 )
@@ -163,4 +172,5 @@ def _record(data: Mapping[str, Any] | RowMapping) -> ApiKeyRecord:
         secret_hash=data["secret_hash"],
         created_at=data["created_at"],
         revoked_at=data["revoked_at"],
+        groups=tuple(data.get("groups") or ()),
     )

@@ -23,13 +23,15 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.errors import StoreUnavailable
-from arvis.domain.ids import ConfirmationId, IdempotencyKey, RunId, TenantId
+from arvis.domain.ids import IdempotencyKey, RunId, TenantId
 from arvis.domain.journal import artifact_text
-from arvis.domain.states import ConfirmationState
 from arvis.lifecycle.ports import (
     Admission,
     AdmitAnswer,
     AppendAnswer,
+    ApprovalStep,
+    ApproveAnswer,
+    ConfirmationRecord,
     ConsentAnswer,
     ConsentRequest,
     DecisionHistory,
@@ -37,10 +39,19 @@ from arvis.lifecycle.ports import (
     JournalAppend,
     JournalEntry,
     LatestAttempt,
+    Resolution,
+    ResolveAnswer,
+    UncertainAttempt,
 )
 from arvis.store.engine import libpq_url
 from arvis.store.errors import translate_driver
-from arvis.store.reads import PgReads, confirmation_from
+from arvis.store.reads import (
+    CONFIRMATION_COLUMNS,
+    UNCERTAIN_COLUMNS,
+    PgReads,
+    confirmation_from,
+    uncertain_from,
+)
 
 # The two statements of a governed call (bench/floor.py times them alone too).
 ADMIT_SQL = (
@@ -54,7 +65,29 @@ JOURNAL_SQL = (
 )
 CONSENT_SQL = (
     "SELECT out_status, out_confirmation_id, out_run_plan FROM arvis_request_consent("
-    "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+RESOLVE_SQL = (
+    "SELECT out_status, out_position, out_prev_hash, out_entry_hash FROM arvis_resolve("
+    "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+APPROVE_SQL = (
+    "SELECT out_status, out_position, out_prev_hash, out_entry_hash FROM arvis_approve("
+    "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+OPEN_UNCERTAIN_SQL = (
+    f"SELECT {UNCERTAIN_COLUMNS} WHERE r.boundary IS NULL AND r.next_ask_at <= now()"
+    " AND r.asks < %s ORDER BY r.next_ask_at LIMIT %s"
+)
+RECORD_ASK_SQL = (
+    "UPDATE resolutions SET asks = asks + 1,"
+    " next_ask_at = now() + make_interval(secs => %s)"
+    " WHERE tenant_id = %s AND idempotency_key = %s AND attempt = %s AND boundary IS NULL"
+)
+EXPIRABLE_SQL = (
+    f"SELECT {CONFIRMATION_COLUMNS} FROM confirmations"
+    " WHERE state IN ('PENDING', 'APPROVED') AND expires_at <= now()"
+    " ORDER BY expires_at LIMIT %s"
 )
 HISTORY_SQL = (
     "SELECT (SELECT idempotency_key FROM decisions WHERE tenant_id = %(t)s"
@@ -66,20 +99,23 @@ HISTORY_SQL = (
     " c.causal_id AS c_causal_id, c.idempotency_key AS c_idempotency_key, c.tool AS c_tool,"
     " c.payload AS c_payload, c.state AS c_state, c.context AS c_context,"
     " c.decided_by AS c_decided_by, c.decision_reason AS c_reason, c.decided_at AS c_decided_at,"
-    " c.expires_at AS c_expires_at, c.created_at AS c_created_at"
+    " c.expires_at AS c_expires_at, c.created_at AS c_created_at,"
+    " c.approver_groups AS c_approver_groups, c.quorum AS c_quorum,"
+    " c.definition_fingerprint AS c_definition_fingerprint,"
+    " c.policy_digest AS c_policy_digest,"
+    # Revision 0006: the resolution of the latest attempt, and the database's clock.
+    " rz.boundary AS resolved, rz.position AS resolution_position, now() AS read_at"
     " FROM (SELECT 1) AS one"
     " LEFT JOIN LATERAL (SELECT attempt, boundary, retryable, position FROM journal_entries"
     "   WHERE idempotency_key = %(k)s AND tenant_id = %(t)s AND attempt IS NOT NULL"
     "   ORDER BY attempt DESC LIMIT 1) AS l ON true"
     " LEFT JOIN confirmations c ON c.idempotency_key = %(k)s AND c.tenant_id = %(t)s"
+    " LEFT JOIN resolutions rz ON rz.tenant_id = %(t)s AND rz.idempotency_key = %(k)s"
+    "   AND rz.attempt = l.attempt AND rz.boundary IS NOT NULL"
 )
 MARK_STARTED_SQL = (
     "UPDATE attempts SET started_at = now() WHERE tenant_id = %s AND idempotency_key = %s"
     " AND attempt = %s AND started_at IS NULL"
-)
-EXPIRE_SQL = (
-    "UPDATE confirmations SET state = 'EXPIRED', updated_at = now()"
-    " WHERE tenant_id = %s AND confirmation_id = %s AND state = ANY(%s)"
 )
 _ATTEMPT_COLUMNS = (
     "a.tenant_id, a.idempotency_key, a.attempt, a.run_id, a.causal_id, a.tool, a.plan_id,"
@@ -298,6 +334,14 @@ class PgOperations:
                 json.dumps(record.context),
                 record.expires_at,
                 record.created_at,
+                json.dumps(
+                    {
+                        "approver_groups": list(record.approver_groups),
+                        "quorum": record.quorum,
+                        "definition_fingerprint": record.definition_fingerprint,
+                        "policy_digest": record.policy_digest,
+                    }
+                ),
             ),
         )
         return ConsentAnswer(status=status, confirmation_id=confirmation_id, run_plan=plan)
@@ -320,6 +364,8 @@ class PgOperations:
                 boundary=EffectBoundary(row["boundary"]),
                 retryable=row["retryable"],
                 position=row["position"],
+                resolved=None if row["resolved"] is None else EffectBoundary(row["resolved"]),
+                resolution_position=row["resolution_position"],
             )
         )
         confirmation = (
@@ -335,21 +381,110 @@ class PgOperations:
             latest=latest,
             in_flight=row["in_flight"],
             confirmation=confirmation,
+            read_at=row["read_at"],
         )
+
+    async def resolve(self, resolution: Resolution) -> ResolveAnswer:
+        body_text = artifact_text(resolution.artifact)
+        stamp = _stamp(resolution.recorded_at)
+        boundary = resolution.artifact.boundary.value
+        status, position, prev_hash, entry_hash = await self._row(
+            RESOLVE_SQL,
+            (
+                resolution.tenant_id,
+                resolution.run_id,
+                resolution.causal_id,
+                resolution.idempotency_key,
+                resolution.attempt,
+                resolution.uncertain_position,
+                boundary,
+                resolution.resolved_by,
+                body_text,
+                stamp,
+            ),
+        )
+        if position is None:
+            return ResolveAnswer(status=status, entry=None)
+        entry = JournalEntry(
+            tenant_id=resolution.tenant_id,
+            run_id=resolution.run_id,
+            position=position,
+            kind="resolution",
+            causal_id=resolution.causal_id,
+            idempotency_key=resolution.idempotency_key,
+            attempt=None,
+            intent_id=None,
+            boundary=boundary,
+            body_text=body_text,
+            prev_hash=prev_hash,
+            entry_hash=entry_hash,
+            recorded_at=datetime.fromisoformat(stamp),
+        )
+        return ResolveAnswer(status=status, entry=entry)
+
+    async def approve(self, step: ApprovalStep) -> ApproveAnswer:
+        record = step.confirmation
+        body_text = artifact_text(step.artifact)
+        stamp = _stamp(step.recorded_at)
+        status, position, prev_hash, entry_hash = await self._row(
+            APPROVE_SQL,
+            (
+                record.tenant_id,
+                record.run_id,
+                record.causal_id,
+                record.idempotency_key,
+                record.confirmation_id,
+                step.approver_principal,
+                step.approver_method,
+                step.approver_key_id,
+                list(step.approver_groups),
+                step.seen,
+                step.to_state.value,
+                step.decided_by,
+                body_text,
+                stamp,
+            ),
+        )
+        if position is None or status != "appended":
+            return ApproveAnswer(status=status, entry=None)
+        entry = JournalEntry(
+            tenant_id=record.tenant_id,
+            run_id=record.run_id,
+            position=position,
+            kind="confirmation",
+            causal_id=record.causal_id,
+            idempotency_key=record.idempotency_key,
+            attempt=None,
+            intent_id=None,
+            boundary=None,
+            body_text=body_text,
+            prev_hash=prev_hash,
+            entry_hash=entry_hash,
+            recorded_at=datetime.fromisoformat(stamp),
+        )
+        return ApproveAnswer(status=status, entry=entry)
+
+    async def open_uncertain(self, *, limit: int, max_asks: int) -> list[UncertainAttempt]:
+        async with self._connection() as conn:
+            cursor = conn.cursor(row_factory=dict_row)
+            await cursor.execute(OPEN_UNCERTAIN_SQL, (max_asks, limit))
+            rows = await cursor.fetchall()
+        return [uncertain_from(row) for row in rows]
+
+    async def record_ask(
+        self, tenant_id: TenantId, key: str, attempt: int, next_in_s: float
+    ) -> None:
+        await self._count(RECORD_ASK_SQL, (next_in_s, tenant_id, key, attempt))
+
+    async def expirable(self, *, limit: int) -> list[ConfirmationRecord]:
+        async with self._connection() as conn:
+            cursor = conn.cursor(row_factory=dict_row)
+            await cursor.execute(EXPIRABLE_SQL, (limit,))
+            rows = await cursor.fetchall()
+        return [confirmation_from(row) for row in rows]
 
     async def mark_started(self, tenant_id: TenantId, key: IdempotencyKey, attempt: int) -> None:
         await self._count(MARK_STARTED_SQL, (tenant_id, key, attempt))
-
-    async def expire_confirmation(
-        self,
-        tenant_id: TenantId,
-        confirmation_id: ConfirmationId,
-        from_states: Sequence[ConfirmationState],
-    ) -> bool:
-        changed = await self._count(
-            EXPIRE_SQL, (tenant_id, confirmation_id, [s.value for s in from_states])
-        )
-        return changed == 1
 
     async def in_flight(self, *, limit: int, owner: str | None = None) -> list[InFlightAttempt]:
         if owner is None:
@@ -393,4 +528,5 @@ _KIND = {
     "RefusalArtifact": "refusal",
     "RecoveryArtifact": "recovery",
     "ConsentArtifact": "confirmation",
+    "ResolutionArtifact": "resolution",
 }

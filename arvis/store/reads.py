@@ -4,14 +4,23 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row, tuple_row
 
+from arvis.domain.boundary import EffectBoundary
 from arvis.domain.ids import ConfirmationId, RunId, TenantId
 from arvis.domain.states import ConfirmationState
-from arvis.lifecycle.ports import ChainRow, ConfirmationRecord, JournalEntry, RunRecord
+from arvis.lifecycle.ports import (
+    Approval,
+    ChainRow,
+    ConfirmationRecord,
+    JournalEntry,
+    RunRecord,
+    UncertainAttempt,
+)
 
 _RUN = (
     "SELECT tenant_id, run_id, plan_id, journal_length, journal_head, audit_incomplete"
@@ -34,9 +43,20 @@ _CHAIN = (
     " intent_id, boundary, recorded_at, body FROM journal_entries"
     " WHERE tenant_id = %s AND run_id = %s AND position > %s ORDER BY position LIMIT %s"
 )
+# Each approval with who made it (principal and key, from authentication) and when.
+APPROVALS = (
+    "(SELECT coalesce(jsonb_agg(jsonb_build_object('principal_id', a.principal_id,"
+    " 'auth_method', a.auth_method, 'key_id', a.key_id, 'groups', to_jsonb(a.groups),"
+    " 'decided_at', a.decided_at, 'position', a.position) ORDER BY a.position), '[]')"
+    " FROM confirmation_approvals a WHERE a.tenant_id = {t}.tenant_id"
+    " AND a.confirmation_id = {t}.confirmation_id)"
+)
 CONFIRMATION_COLUMNS = (
     "confirmation_id, tenant_id, run_id, causal_id, idempotency_key, tool, payload, state,"
-    " context, decided_by, decision_reason AS reason, decided_at, expires_at, created_at"
+    " context, decided_by, decision_reason AS reason, decided_at, expires_at, created_at,"
+    " approver_groups, quorum, definition_fingerprint, policy_digest, "
+    + APPROVALS.format(t="confirmations")
+    + " AS approvals"
 )
 _CONFIRMATION = (
     f"SELECT {CONFIRMATION_COLUMNS} FROM confirmations"
@@ -47,6 +67,50 @@ _CONFIRMATIONS = (
     " AND (%s::text IS NULL OR state = %s) AND (%s::text IS NULL OR confirmation_id > %s)"
     " ORDER BY confirmation_id LIMIT %s"
 )
+_ATTEMPT_ENTRY = (
+    f"SELECT {_ENTRY_COLUMNS} FROM journal_entries WHERE idempotency_key = %s"
+    " AND attempt = %s AND tenant_id = %s AND run_id = %s"
+)
+UNCERTAIN_COLUMNS = (
+    "r.boundary AS resolved, r.position AS resolution_position, r.asks, d.payload,"
+    " e.tenant_id, e.run_id, e.position, e.kind, e.causal_id, e.idempotency_key, e.attempt,"
+    " e.intent_id, e.boundary, e.body AS body_text, e.prev_hash, e.entry_hash, e.recorded_at"
+    " FROM resolutions r"
+    " JOIN journal_entries e ON e.tenant_id = r.tenant_id AND e.run_id = r.run_id"
+    " AND e.position = r.uncertain_position"
+    " LEFT JOIN decisions d ON d.tenant_id = r.tenant_id AND d.run_id = r.run_id"
+    " AND d.causal_id = r.causal_id"
+)
+_UNCERTAIN = (
+    f"SELECT {UNCERTAIN_COLUMNS} WHERE r.tenant_id = %s AND r.idempotency_key = %s"
+    " AND r.attempt = %s AND r.run_id = %s"
+)
+
+
+def uncertain_from(row: Mapping[str, Any]) -> UncertainAttempt:
+    entry = {key: row[key] for key in JournalEntry.__slots__ if key in row}
+    resolved = row["resolved"]
+    return UncertainAttempt(
+        entry=JournalEntry(**entry),
+        resolved=None if resolved is None else EffectBoundary(resolved),
+        resolution_position=row["resolution_position"],
+        asks=row["asks"],
+        payload=row["payload"],
+    )
+
+
+def _approval(item: Mapping[str, Any]) -> Approval:
+    decided_at = item["decided_at"]
+    return Approval(
+        principal_id=item["principal_id"],
+        auth_method=item["auth_method"],
+        key_id=item["key_id"],
+        groups=tuple(item.get("groups") or ()),
+        decided_at=decided_at
+        if isinstance(decided_at, datetime)
+        else datetime.fromisoformat(decided_at),
+        position=item["position"],
+    )
 
 
 def confirmation_from(row: Mapping[str, Any]) -> ConfirmationRecord:
@@ -65,6 +129,11 @@ def confirmation_from(row: Mapping[str, Any]) -> ConfirmationRecord:
         decided_at=row["decided_at"],
         expires_at=row["expires_at"],
         created_at=row["created_at"],
+        approver_groups=tuple(row.get("approver_groups") or ()),
+        quorum=row.get("quorum") or 1,
+        definition_fingerprint=row.get("definition_fingerprint"),
+        policy_digest=row.get("policy_digest"),
+        approvals=tuple(_approval(item) for item in row.get("approvals") or ()),
     )
 
 
@@ -118,3 +187,19 @@ class PgReads:
         wanted = None if state is None else state.value
         await cursor.execute(_CONFIRMATIONS, (tenant_id, wanted, wanted, after, after, limit))
         return [confirmation_from(row) for row in await cursor.fetchall()]
+
+    async def attempt_entry(
+        self, tenant_id: TenantId, run_id: RunId, key: str, attempt: int
+    ) -> JournalEntry | None:
+        cursor = self._conn.cursor(row_factory=dict_row)
+        await cursor.execute(_ATTEMPT_ENTRY, (key, attempt, tenant_id, run_id))
+        row = await cursor.fetchone()
+        return None if row is None else JournalEntry(**row)
+
+    async def uncertain(
+        self, tenant_id: TenantId, run_id: RunId, key: str, attempt: int
+    ) -> UncertainAttempt | None:
+        cursor = self._conn.cursor(row_factory=dict_row)
+        await cursor.execute(_UNCERTAIN, (tenant_id, key, attempt, run_id))
+        row = await cursor.fetchone()
+        return None if row is None else uncertain_from(row)

@@ -48,7 +48,8 @@ BOUNDARIES = (
 )
 CAPABILITY_STATES = ("MINTED", "ACTIVE", "CONSUMED", "REVOKED")
 CONFIRMATION_STATES = ("PENDING", "APPROVED", "RESERVED", "CONSUMED", "DENIED", "EXPIRED")
-JOURNAL_KINDS = ("execution", "refusal", "recovery", "confirmation")
+JOURNAL_KINDS = ("execution", "refusal", "recovery", "confirmation", "resolution")
+OUTBOX_STATES = ("PENDING", "DELIVERED", "DEAD")
 ROLES = ("agent", "approver", "auditor", "admin")
 
 
@@ -163,14 +164,48 @@ confirmations = Table(
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     Column("decided_at", DateTime(timezone=True)),
+    # The terms frozen when consent was asked (revision 0006): who may approve, how
+    # many must, and what the approval is for (re-checked at the moment of use).
+    Column("approver_groups", ARRAY(Text), nullable=False, server_default=text("'{}'")),
+    Column("quorum", Integer, nullable=False, server_default=text("1")),
+    Column("definition_fingerprint", Text),
+    Column("policy_digest", Text),
     PrimaryKeyConstraint("tenant_id", "confirmation_id"),
     UniqueConstraint("idempotency_key", "tenant_id"),
     ForeignKeyConstraint(["tenant_id", "run_id"], ["runs.tenant_id", "runs.run_id"]),
     _tenant_check(),
     CheckConstraint(_in("state", CONFIRMATION_STATES), name="state_known"),
+    CheckConstraint("quorum >= 1", name="quorum_positive"),
     Index(
         "ix_confirmations_tenant_id_state_confirmation_id", "tenant_id", "state", "confirmation_id"
     ),
+    # The expiry sweep reads the waiting confirmations whose time has come.
+    Index(
+        "ix_confirmations_expires_at",
+        "expires_at",
+        postgresql_where=text("state IN ('PENDING', 'APPROVED')"),
+    ),
+)
+
+# One row per distinct approver of a confirmation (revision 0006): the key is the
+# rule "distinct approvals" of a quorum, enforced by the database.
+confirmation_approvals = Table(
+    "confirmation_approvals",
+    metadata,
+    Column("tenant_id", Text, nullable=False),
+    Column("confirmation_id", Text, nullable=False),
+    Column("principal_id", Text, nullable=False),
+    Column("auth_method", Text, nullable=False),
+    Column("key_id", Text),
+    Column("groups", ARRAY(Text), nullable=False, server_default=text("'{}'")),
+    Column("decided_at", DateTime(timezone=True), nullable=False),
+    Column("position", BigInteger, nullable=False),
+    PrimaryKeyConstraint("tenant_id", "confirmation_id", "principal_id"),
+    ForeignKeyConstraint(
+        ["tenant_id", "confirmation_id"],
+        ["confirmations.tenant_id", "confirmations.confirmation_id"],
+    ),
+    _tenant_check(),
 )
 
 journal_entries = Table(
@@ -209,6 +244,64 @@ journal_entries = Table(
     ),
 )
 
+# One row per uncertain attempt (revision 0006), written with the uncertain entry by
+# a trigger on journal_entries: what is still open for a person or a reconcile hook
+# to resolve (boundary NULL), and, once resolved, the resolution (one per attempt).
+resolutions = Table(
+    "resolutions",
+    metadata,
+    Column("tenant_id", Text, nullable=False),
+    Column("idempotency_key", Text, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("run_id", Text, nullable=False),
+    Column("causal_id", Text, nullable=False),
+    Column("uncertain_position", BigInteger, nullable=False),
+    Column("boundary", Text),
+    Column("position", BigInteger),
+    Column("resolved_by", Text),
+    Column("resolved_at", DateTime(timezone=True)),
+    # Reconcile hooks asked so far, and when to ask next (with backoff).
+    Column("asks", Integer, nullable=False, server_default=text("0")),
+    Column("next_ask_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    PrimaryKeyConstraint("tenant_id", "idempotency_key", "attempt"),
+    ForeignKeyConstraint(["tenant_id", "run_id"], ["runs.tenant_id", "runs.run_id"]),
+    _tenant_check(),
+    CheckConstraint(
+        "boundary IS NULL OR boundary IN ('EFFECT_COMPLETED', 'EFFECT_FAILED',"
+        " 'EFFECT_NOT_STARTED')",
+        name="boundary_resolved",
+    ),
+    Index("ix_resolutions_next_ask_at", "next_ask_at", postgresql_where=text("boundary IS NULL")),
+)
+
+# The durable outbox of notifications (revision 0006): written by triggers in the
+# transaction of the event it reports, delivered after commit by the deliverer.
+notify_outbox = Table(
+    "notify_outbox",
+    metadata,
+    Column("tenant_id", Text, nullable=False),
+    Column("event_id", Text, nullable=False),
+    Column("event_type", Text, nullable=False),
+    Column("subject", JSONB, nullable=False),
+    Column("occurred_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("state", Text, nullable=False, server_default=text("'PENDING'")),
+    Column("attempts", Integer, nullable=False, server_default=text("0")),
+    Column(
+        "next_attempt_at", DateTime(timezone=True), nullable=False, server_default=text("now()")
+    ),
+    Column("delivered_to", ARRAY(Text), nullable=False, server_default=text("'{}'")),
+    Column("last_error", Text),
+    Column("delivered_at", DateTime(timezone=True)),
+    PrimaryKeyConstraint("tenant_id", "event_id"),
+    _tenant_check(),
+    CheckConstraint(_in("state", OUTBOX_STATES), name="state_known"),
+    Index(
+        "ix_notify_outbox_next_attempt_at",
+        "next_attempt_at",
+        postgresql_where=text("state = 'PENDING'"),
+    ),
+)
+
 instance_leases = Table(
     "instance_leases",
     metadata,
@@ -233,6 +326,8 @@ api_keys = Table(
     Column("secret_hash", Text, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     Column("revoked_at", DateTime(timezone=True)),
+    # Approver groups (revision 0006): who may approve which tool (issue 16).
+    Column("groups", ARRAY(Text), nullable=False, server_default=text("'{}'")),
     PrimaryKeyConstraint("tenant_id", "key_id"),
     UniqueConstraint("key_id"),
     _tenant_check(),

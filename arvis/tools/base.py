@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
 
@@ -121,6 +121,33 @@ class ToolResult(BaseModel):
         return self.problem is not None
 
 
+ReconcileOutcome = Literal["completed", "failed", "not_started", "unknown"]
+
+
+class Reconciliation(BaseModel):
+    """What a reconcile hook found in the external system about one invocation.
+
+    ``unknown`` changes nothing; any other outcome is journaled as a resolution of
+    the uncertain attempt by ``reconciler:<tool>`` (issue 16).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    outcome: ReconcileOutcome
+    evidence: str = Field(default="", max_length=MAX_MESSAGE_CHARS)
+
+
+class Reconcile(Protocol):
+    """A tool's optional ``reconcile(invocation)``: asked, with the same idempotency key
+    and call id the tool saw, what became of an invocation whose outcome is uncertain.
+
+    Answers a :class:`Reconciliation` or its outcome alone. It must only look (never
+    perform the effect); a hook that raises or times out changes nothing.
+    """
+
+    async def __call__(self, invocation: ToolInvocation) -> Reconciliation | ReconcileOutcome: ...
+
+
 @runtime_checkable
 class Reporter(Protocol):
     """Progress of a call, correlated by call id.
@@ -159,7 +186,7 @@ class Tool(Protocol):
     ``execute`` returns a :class:`ToolResult` or raises exactly one
     :class:`~arvis.tools.errors.ToolExecutionError` for ``invocation.call_id``.
     A mutating tool calls ``reporter.effect_started(call_id)`` right before its
-    point of no return.
+    point of no return. A tool may also offer ``reconcile`` (:class:`Reconcile`).
     """
 
     @property

@@ -54,7 +54,7 @@ from types import MappingProxyType
 
 from arvis.domain.definitions import ToolDefinition
 from arvis.domain.errors import DefinitionError
-from arvis.tools.base import Reporter, Tool, ToolInvocation
+from arvis.tools.base import Reconcile, Reporter, Tool, ToolInvocation
 from arvis.tools.calls import (
     CALL,
     DEFAULT_CALL_MEMORY,
@@ -217,6 +217,7 @@ class ToolDispatcher:
         by_name: dict[str, Tool] = {}
         snapshot: dict[str, ToolDefinition] = {}
         destinations: dict[str, str] = {}
+        reconcilers: dict[str, Reconcile] = {}
         for tool in tools:
             name, definition = tool.name, tool.definition
             if not isinstance(definition, ToolDefinition):
@@ -233,12 +234,16 @@ class ToolDispatcher:
             destination = _fixed_destination(tool)
             if destination is not None:
                 destinations[name] = destination
+            hook = getattr(tool, "reconcile", None)
+            if callable(hook):
+                reconcilers[name] = hook
         if call_memory < 0:
             raise ValueError("call_memory must not be negative")
         self._snapshot: Mapping[str, ToolDefinition] = MappingProxyType(
             dict(sorted(snapshot.items()))
         )
         self._destinations: Mapping[str, str] = MappingProxyType(destinations)
+        self._reconcilers: Mapping[str, Reconcile] = MappingProxyType(reconcilers)
         self._default_deadline_s = default_deadline_s
         self._calls = RecentCalls(call_memory)
         # Identifies this dispatcher's calls, so no layer of another stack passes for ours.
@@ -286,6 +291,10 @@ class ToolDispatcher:
         egress gate checks this, not the payload, for such a tool.
         """
         return self._destinations.get(name)
+
+    def reconciler(self, name: str) -> Reconcile | None:
+        """The tool's ``reconcile`` hook (issue 16), read once at construction, or None."""
+        return self._reconcilers.get(name)
 
     def definition(self, name: str) -> ToolDefinition:
         """The definition of ``name``; :class:`UnknownTool` when the plan lacks it."""

@@ -11,6 +11,7 @@ input_schema = { type = "object" }
 timeout_s = 10
 headers = { "X-Tenant-Zone" = "eu" }         # plain values: never a credential
 headers_env = { Authorization = "CRM_TOKEN" } # values read from the environment at start-up
+reconcile_url = "https://crm.internal/arvis/reconcile"  # optional: asked about uncertain calls
 ```
 
 **Egress.** ``url`` is the tool's fixed destination (:attr:`HttpTool.destination`):
@@ -48,6 +49,14 @@ retries) and the configured headers. The body is the RFC 8785 (JCS) object::
       "tool": "crm.update"
     }
 
+**Reconcile.** With ``reconcile_url`` (same scheme, host and port as ``url``, so it
+reaches only the host the egress gate checked), the sweeper asks what became of an
+uncertain call (issue 16): ``POST reconcile_url`` with the same headers and the JCS
+object ``{"call_id", "idempotency_key", "tool"}`` of the original invocation. A
+``200`` answer ``{"outcome": "completed" | "failed" | "not_started" | "unknown",
+"evidence": "…"}`` is taken; anything else (an error, a timeout, another status or
+body) is ``unknown`` and changes nothing.
+
 **The answer.** ``2xx`` with a tool result as JSON: ``{"value": ...}`` or
 ``{"problem": {code, detail, effect_started}}``. ``202 Accepted`` is work that
 started and completes later: ``EFFECT_STARTED``, its JSON body (or null when
@@ -77,7 +86,7 @@ from pydantic import (
 from arvis.domain.canonical import canonical_bytes
 from arvis.domain.definitions import Effect, ReplaySafety, ToolDefinition
 from arvis.domain.errors import ConfigurationError, DefinitionError
-from arvis.tools.base import Reporter, ToolInvocation, ToolResult
+from arvis.tools.base import Reconcile, Reconciliation, Reporter, ToolInvocation, ToolResult
 from arvis.tools.errors import ToolExecutionError
 
 # RFC 9110 field-name token characters.
@@ -117,6 +126,27 @@ def _check_header_name(header: str) -> None:
         raise ValueError(f"header {header!r} is set by ARVIS and may not be configured")
 
 
+def check_endpoint(url: str) -> str:
+    """A configured endpoint ARVIS posts to (a tool's, a webhook's): one unambiguous
+    http(s) URL with a host, no userinfo, no fragment. Raises ValueError."""
+    if _URL_UNSAFE.search(url):
+        raise ValueError("the url may not contain whitespace, control characters or '\\'")
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL:
+        raise ValueError("the url is not a valid http(s) URL") from None
+    if not parsed.host:
+        raise ValueError("the url names no host")
+    if parsed.userinfo:
+        raise ValueError(
+            "the url may not carry userinfo: send credentials with headers_env, and "
+            "the host after '@' is the one reached"
+        )
+    if parsed.fragment:
+        raise ValueError("the url may not carry a fragment")
+    return url
+
+
 class HttpToolConfig(BaseModel):
     """One ``[[tools.http]]`` entry."""
 
@@ -135,25 +165,28 @@ class HttpToolConfig(BaseModel):
     """Plain headers; a credential here is refused (use ``headers_env``)."""
     headers_env: dict[str, str] = Field(default_factory=dict)
     """Header name → environment variable holding its value, read at start-up."""
+    reconcile_url: str | None = Field(default=None, pattern=r"^https?://")
+    """Asked about uncertain calls; same scheme, host and port as ``url``."""
 
     @field_validator("url")
     @classmethod
     def _endpoint(cls, url: str) -> str:
-        if _URL_UNSAFE.search(url):
-            raise ValueError("the url may not contain whitespace, control characters or '\\'")
-        try:
-            parsed = httpx.URL(url)
-        except httpx.InvalidURL:
-            raise ValueError("the url is not a valid http(s) URL") from None
-        if not parsed.host:
-            raise ValueError("the url names no host")
-        if parsed.userinfo:
-            raise ValueError(
-                "the url may not carry userinfo: send credentials with headers_env, and "
-                "the host after '@' is the one reached"
-            )
-        if parsed.fragment:
-            raise ValueError("the url may not carry a fragment")
+        return check_endpoint(url)
+
+    @field_validator("reconcile_url")
+    @classmethod
+    def _reconcile_endpoint(cls, url: str | None, info: ValidationInfo) -> str | None:
+        if url is None:
+            return None
+        check_endpoint(url)
+        main = info.data.get("url")
+        if main is not None:
+            ours, theirs = httpx.URL(url), httpx.URL(main)
+            if (ours.scheme, ours.host, ours.port) != (theirs.scheme, theirs.host, theirs.port):
+                raise ValueError(
+                    "reconcile_url must have the scheme, host and port of url: it may reach "
+                    "only the destination the egress gate checks"
+                )
         return url
 
     @field_validator("headers")
@@ -212,6 +245,44 @@ class HttpTool:
 
     def __repr__(self) -> str:
         return f"HttpTool({self.name!r}, {self._config.url!r})"
+
+    @property
+    def reconcile(self) -> Reconcile | None:
+        """The reconcile hook when ``reconcile_url`` is declared (issue 16), else None."""
+        return None if self._config.reconcile_url is None else self._reconcile
+
+    async def _reconcile(self, invocation: ToolInvocation) -> Reconciliation:
+        url = self._config.reconcile_url
+        assert url is not None
+        body = canonical_bytes(
+            {
+                "call_id": invocation.call_id,
+                "idempotency_key": invocation.idempotency_key,
+                "tool": invocation.tool,
+            }
+        )
+        headers = {
+            **self._headers,
+            "Content-Type": "application/json",
+            "Idempotency-Key": invocation.idempotency_key,
+        }
+        unknown = Reconciliation(outcome="unknown")
+        try:
+            response = await self._client.post(
+                url,
+                content=body,
+                headers=headers,
+                timeout=self._config.timeout_s,
+                follow_redirects=False,
+            )
+        except httpx.HTTPError:
+            return unknown
+        if response.status_code != 200:
+            return unknown
+        try:
+            return Reconciliation.model_validate(response.json())
+        except (ValueError, ValidationError):
+            return unknown
 
     async def execute(self, invocation: ToolInvocation, reporter: Reporter) -> ToolResult:
         context = invocation.context

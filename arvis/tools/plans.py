@@ -18,7 +18,7 @@ from arvis.domain.canonical import canonical_bytes, sha256_hex
 from arvis.domain.definitions import ToolDefinition
 from arvis.domain.errors import ArvisError
 from arvis.domain.ids import PlanId
-from arvis.tools.base import Reporter, ToolInvocation
+from arvis.tools.base import Reconcile, Reporter, ToolInvocation
 from arvis.tools.classify import not_started
 from arvis.tools.errors import PlanError, PlanMismatch, PlanNotFound, PlanUnavailable
 from arvis.tools.layers import Dispatcher
@@ -71,6 +71,12 @@ class ToolPlan:
         fingerprint, and a retired plan's tool runs with the current one's.
         """
         return dispatcher_destination(self.dispatcher, tool)
+
+    def reconciler(self, tool: str) -> Reconcile | None:
+        """``tool``'s reconcile hook when this plan's dispatcher would run it, or None."""
+        lookup = getattr(self.dispatcher, "reconciler", None)
+        hook = lookup(tool) if callable(lookup) else None
+        return hook if callable(hook) else None
 
 
 def dispatcher_destination(dispatcher: Dispatcher, tool: str) -> str | None:
@@ -149,6 +155,18 @@ class RetiredPlanDispatcher:
         if live is None or live.fingerprint != wanted.fingerprint:
             return None
         return dispatcher_destination(self._current, tool)
+
+    def reconciler(self, tool: str) -> Reconcile | None:
+        """The current tool's hook, only while its definition is the one recorded."""
+        wanted = self.definitions.get(tool)
+        if self._current is None or wanted is None:
+            return None
+        live = self._current.definitions.get(tool)
+        if live is None or live.fingerprint != wanted.fingerprint:
+            return None
+        lookup = getattr(self._current, "reconciler", None)
+        hook = lookup(tool) if callable(lookup) else None
+        return hook if callable(hook) else None
 
     async def dispatch(
         self,

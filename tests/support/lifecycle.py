@@ -43,10 +43,15 @@ APPROVER = Identity(
 
 
 class FakeClock:
-    """A clock the test moves by hand."""
+    """A clock the test moves by hand, starting at the wall clock's now.
+
+    It starts where the database's clock is, because the database's clock judges
+    what expires at the moment of use (issue 16): a fake clock fixed in the past
+    would have every confirmation expire once the real date passed it.
+    """
 
     def __init__(self) -> None:
-        self.moment = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+        self.moment = datetime.now(UTC).replace(microsecond=0)
 
     def now(self) -> datetime:
         return self.moment

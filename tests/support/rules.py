@@ -216,8 +216,15 @@ def confirmation(
     *,
     requested_by: Identity = AGENT,
     expires_at: datetime = NOW + timedelta(hours=1),
+    asked_for: tuple[str, str] | None = None,
+    reason: str | None = None,
 ) -> ConfirmationRecord:
-    """The consent for ``request``'s decision, asked by ``requested_by``."""
+    """The consent for ``request``'s decision, asked by ``requested_by``.
+
+    ``asked_for`` is the (definition fingerprint, policy digest) it was asked under;
+    None: those in force now (revision 0006 records them)."""
+    if asked_for is None and request.plan is not None and request.tool in request.plan.definitions:
+        asked_for = (request.plan.definitions[request.tool].fingerprint, POLICY.digest)
     decided = state not in (ConfirmationState.PENDING, ConfirmationState.EXPIRED)
     return ConfirmationRecord(
         confirmation_id=ConfirmationId("cf_1"),
@@ -230,10 +237,12 @@ def confirmation(
         state=state,
         context=sealed_context(request, requested_by).model_dump(mode="json"),
         decided_by="ops-lead" if decided else None,
-        decision_reason=None,
+        decision_reason=reason,
         decided_at=NOW - timedelta(minutes=5) if decided else None,
         expires_at=expires_at,
         created_at=NOW - timedelta(minutes=10),
+        definition_fingerprint=None if asked_for is None else asked_for[0],
+        policy_digest=None if asked_for is None else asked_for[1],
     )
 
 
@@ -260,13 +269,18 @@ class History:
         attempt: int = 1,
         retryable: bool = False,
         position: int | None = None,
+        resolved: EffectBoundary | None = None,
     ) -> History:
-        """The decision's latest journaled attempt is ``attempt``, ended at ``boundary``."""
+        """The decision's latest journaled attempt is ``attempt``, ended at ``boundary``
+        (and, when uncertain, ``resolved`` by a resolution at position + 1)."""
+        at = 10 + attempt if position is None else position
         latest = LatestAttempt(
             attempt=attempt,
             boundary=boundary,
             retryable=retryable,
-            position=10 + attempt if position is None else position,
+            position=at,
+            resolved=resolved,
+            resolution_position=None if resolved is None else at + 1,
         )
         return dataclasses.replace(self, latest=latest)
 
@@ -280,8 +294,17 @@ class History:
         *,
         requested_by: Identity = AGENT,
         expires_at: datetime = NOW + timedelta(hours=1),
+        asked_for: tuple[str, str] | None = None,
+        reason: str | None = None,
     ) -> History:
-        record = confirmation(self.request, state, requested_by=requested_by, expires_at=expires_at)
+        record = confirmation(
+            self.request,
+            state,
+            requested_by=requested_by,
+            expires_at=expires_at,
+            asked_for=asked_for,
+            reason=reason,
+        )
         return dataclasses.replace(self, consent=record)
 
     def bound_to(self, key: IdempotencyKey | None) -> History:

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Path, Query
 from arvis.api.identity import ApproverIdentity, KernelDep
 from arvis.api.problems import problem_responses
 from arvis.api.schemas import (
+    ApprovalOut,
     ConfirmationList,
     ConfirmationOut,
     ConfirmationState,
@@ -37,6 +38,19 @@ def _out(record: ConfirmationRecord) -> ConfirmationOut:
         reason=record.decision_reason,
         expires_at=record.expires_at,
         created_at=record.created_at,
+        approvers=list(record.approver_groups),
+        quorum=record.quorum,
+        approvals=[
+            ApprovalOut(
+                principal_id=a.principal_id,
+                key_id=a.key_id,
+                auth_method=a.auth_method,
+                groups=list(a.groups),
+                decided_at=a.decided_at,
+                journal_position=a.position,
+            )
+            for a in record.approvals
+        ],
     )
 
 
@@ -73,7 +87,8 @@ async def approve_confirmation(
     kernel: KernelDep,
     body: DecisionBody | None = None,
 ) -> ConfirmationOut:
-    """PENDING → APPROVED. The agent then re-posts the same syscall to run it."""
+    """Record an approval; PENDING → APPROVED once the quorum of distinct approvers of
+    the tool's groups is met. The agent then re-posts the same syscall to run it."""
     record = await kernel.lifecycle.manager.approve(identity, ConfirmationId(confirmation_id))
     return _out(record)
 

@@ -54,9 +54,19 @@ FUNCTIONS = (
 _TENANT = "CONSTRAINT ck_{table}_tenant_present CHECK (tenant_id <> '')"
 
 
+_FROZEN = _MIGRATIONS / "sql" / "0005"
+
+
+def function_text(name: str) -> str:
+    """This revision's text of ``name``: frozen under sql/0005/ once a later revision
+    changed it, else the current file."""
+    frozen = _FROZEN / f"{name}.sql"
+    return (frozen if frozen.is_file() else _CURRENT / f"{name}.sql").read_text()
+
+
 def _install_current() -> None:
     for name in FUNCTIONS:
-        op.execute((_CURRENT / f"{name}.sql").read_text())
+        op.execute(function_text(name))
 
 
 def _statements(path: Path) -> list[str]:

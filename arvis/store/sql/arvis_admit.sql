@@ -59,9 +59,12 @@ BEGIN
         END IF;
         IF p_confirmation IS NOT NULL THEN
             IF p_reserve THEN
+                -- Revision 0006: expiry is checked by the database's clock at the
+                -- moment of use; an expired approval is 'stale' and Python, reading
+                -- the history with that clock, refuses it (confirmation_expired).
                 UPDATE confirmations SET state = 'RESERVED', updated_at = now()
                  WHERE tenant_id = p_tenant AND confirmation_id = p_confirmation
-                   AND state = 'APPROVED';
+                   AND state = 'APPROVED' AND expires_at > now();
             ELSE
                 PERFORM 1 WHERE v_state = 'CONSUMED';
             END IF;

@@ -3,10 +3,12 @@
 -- id like admission. Answers 'created' or 'existing' with out_confirmation_id
 -- (a confirmation of this decision already exists: the caller decides again on
 -- it), 'plan_mismatch' or 'causal_conflict'.
+-- Revision 0006 adds p_terms, the approval terms Python froze for this consent
+-- (JSON: approver_groups, quorum, definition_fingerprint, policy_digest).
 CREATE OR REPLACE FUNCTION arvis_request_consent(
     p_tenant text, p_run text, p_plan text, p_causal text, p_key text, p_tool text,
     p_digest text, p_confirmation text, p_payload text, p_context text,
-    p_expires_at timestamptz, p_created_at timestamptz,
+    p_expires_at timestamptz, p_created_at timestamptz, p_terms jsonb,
     OUT out_status text, OUT out_confirmation_id text, OUT out_run_plan text
 ) LANGUAGE plpgsql AS $$
 DECLARE
@@ -20,10 +22,14 @@ BEGIN
     END IF;
     INSERT INTO confirmations (tenant_id, confirmation_id, run_id, causal_id,
         idempotency_key, tool, payload_digest, payload, state, context, expires_at,
-        created_at, updated_at)
+        created_at, updated_at, approver_groups, quorum, definition_fingerprint,
+        policy_digest)
     VALUES (p_tenant, p_confirmation, p_run, p_causal, p_key, p_tool, p_digest,
         p_payload::jsonb, 'PENDING', p_context::jsonb, p_expires_at, p_created_at,
-        p_created_at)
+        p_created_at,
+        ARRAY(SELECT jsonb_array_elements_text(p_terms -> 'approver_groups')),
+        (p_terms ->> 'quorum')::integer, p_terms ->> 'definition_fingerprint',
+        p_terms ->> 'policy_digest')
     ON CONFLICT DO NOTHING;
     IF FOUND THEN
         out_status := 'created';

@@ -12,7 +12,9 @@ import pytest
 from arvis.bootstrap import parse_audit_config
 from arvis.config import FileConfig
 from arvis.domain.errors import ConfigurationError
+from arvis.lifecycle.notify import load_notifications
 from arvis.lifecycle.policy import parse_confirmations_config, parse_policy_config
+from arvis.lifecycle.resolution import parse_reconcile_config
 from arvis.providers.config import load_provider_config
 from arvis.tools.registry import ToolHost, parse_tools_config
 
@@ -36,6 +38,12 @@ def test_the_documented_arvis_toml_validates_section_by_section() -> None:
     assert parse_confirmations_config(config.confirmations).allow_self_approval is False
     assert parse_audit_config(config.audit).sink is None
     assert load_provider_config(config.provider).model == "gpt-4.1-mini"
+    terms = policy.tenants["acme"].approvals["files.append"]
+    assert (terms.approvers, terms.quorum, terms.ttl_s) == (("payments-leads",), 2, 3600)
+    assert parse_reconcile_config(config.reconcile).max_asks == 5
+    notify = load_notifications(config.notify, {"ARVIS_WEBHOOK_SECRET": "x" * 32})
+    assert [hook.config.name for hook in notify.webhooks] == ["approvals-chat"]
+    assert tools.http[0].reconcile_url is not None
 
 
 async def test_the_documented_remote_tool_is_built_with_its_definition(tmp_path: Path) -> None:

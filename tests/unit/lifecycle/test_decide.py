@@ -227,7 +227,12 @@ def test_a_corrected_payload_under_the_same_causal_id_is_a_conflict() -> None:
 def test_an_unsafe_call_without_consent_asks_for_it() -> None:
     req = request(SEND)
     step = decide(req, NEW_DECISION)
-    assert step == AwaitConsent(sealed_context(req, AGENT), None)
+    assert step == AwaitConsent(
+        sealed_context(req, AGENT),
+        None,
+        definition_fingerprint=PLAN.definitions[SEND].fingerprint,
+        policy_digest=POLICY.digest,
+    )
 
 
 def test_a_pending_consent_keeps_waiting_for_the_approver() -> None:
@@ -352,6 +357,11 @@ CASES = [
         lambda req: _after_two(req).with_consent(S.EXPIRED),
     ),
     _case(
+        R.APPROVAL_STALE,
+        lambda: request(SEND),
+        lambda req: _after_two(req).with_consent(S.APPROVED, asked_for=("0" * 64, POLICY.digest)),
+    ),
+    _case(
         R.RETRY_NOT_ADVISED,
         lambda: request(PUT),
         lambda req: _after_two(req, B.EFFECT_FAILED),
@@ -400,3 +410,98 @@ def test_a_policy_refusal_names_the_policy_that_refused(reason: DenialReason) ->
     req, history = case.make()
     denial = refused(decide(req, history), reason, 3).denial
     assert (denial.policy_version, denial.policy_digest) == (POLICY.version, POLICY.digest)
+
+
+# -- resolutions (issue 16) ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("uncertain", [B.EFFECT_STATE_UNKNOWN, B.EFFECT_STARTED])
+def test_an_uncertain_attempt_resolved_not_started_allows_a_fresh_attempt(
+    uncertain: EffectBoundary,
+) -> None:
+    req = request(SEND)
+    history = (
+        History(req)
+        .after(uncertain, attempt=1, resolved=B.EFFECT_NOT_STARTED)
+        .with_consent(S.CONSUMED)
+    )
+    proceeds(decide(req, history), req, 2)
+
+
+def test_an_uncertain_attempt_resolved_completed_answers_its_record_and_the_resolution() -> None:
+    req = request(SEND)
+    history = (
+        History(req)
+        .after(B.EFFECT_STATE_UNKNOWN, attempt=1, position=7, resolved=B.EFFECT_COMPLETED)
+        .with_consent(S.CONSUMED)
+    )
+    assert decide(req, history) == Deduplicated(7, 8)
+
+
+@pytest.mark.parametrize("tool", [SEND, PUT])
+def test_an_uncertain_attempt_resolved_failed_is_refused_without_retry_advice(tool: str) -> None:
+    req = request(tool)
+    history = History(req).after(B.EFFECT_STATE_UNKNOWN, attempt=1, resolved=B.EFFECT_FAILED)
+    if tool == SEND:
+        history = history.with_consent(S.CONSUMED)
+    refused(decide(req, history), R.RETRY_NOT_ADVISED, None)
+
+
+def test_an_unresolved_uncertain_attempt_of_an_unsafe_tool_stays_prohibited() -> None:
+    req = request(SEND)
+    history = History(req).after(B.EFFECT_STATE_UNKNOWN).with_consent(S.CONSUMED)
+    refused(decide(req, history), R.RETRY_PROHIBITED_UNCERTAIN, None)
+
+
+# -- approvals re-checked at the moment of use (issue 16) --------------------------------
+
+
+@pytest.mark.parametrize(
+    "asked_for",
+    [("0" * 64, POLICY.digest), (PLAN.definitions[SEND].fingerprint, "1" * 64)],
+    ids=["definition_changed", "policy_changed"],
+)
+def test_an_approval_for_another_definition_or_policy_is_stale_and_expires(
+    asked_for: tuple[str, str],
+) -> None:
+    req = request(SEND)
+    history = History(req).with_consent(S.APPROVED, asked_for=asked_for)
+    step = refused(decide(req, history), R.APPROVAL_STALE, 1)
+    assert step.expire == history.consent
+
+
+def test_a_stale_approval_once_expired_is_still_refused_as_stale() -> None:
+    req = request(SEND)
+    history = (
+        History(req).after(B.PRE_EFFECT_REFUSAL).with_consent(S.EXPIRED, reason="approval_stale")
+    )
+    step = refused(decide(req, history), R.APPROVAL_STALE, 2)
+    assert step.expire is None
+
+
+def test_an_approval_the_database_clock_says_expired_is_refused() -> None:
+    req = request(SEND)
+    built = History(req).with_consent(S.APPROVED, expires_at=NOW + timedelta(minutes=1)).build()
+    later = DecisionHistory(
+        bound_key=built.bound_key,
+        latest=None,
+        in_flight=None,
+        confirmation=built.confirmation,
+        read_at=NOW + timedelta(minutes=2),
+    )
+    step = refused(decide(req, later), R.CONFIRMATION_EXPIRED, 1)
+    assert step.expire == built.confirmation
+
+
+def test_approval_terms_of_the_policy_go_with_the_consent_request() -> None:
+    from arvis.domain.authorization import ApprovalTerms
+    from arvis.lifecycle.authorization import ToolAuthorizationService
+    from arvis.lifecycle.policy import PolicyConfig, RulePolicy, TenantRules
+
+    terms = ApprovalTerms(approvers=("payments-leads",), quorum=2, ttl_s=600)
+    policy = RulePolicy(PolicyConfig(default=TenantRules(approvals={PUT: terms})))
+    req = request(PUT)
+    step = ToolAuthorizationService(policy, SERVICE.clock).decide(req, NEW_DECISION)
+    assert isinstance(step, AwaitConsent)
+    assert step.terms == terms
+    assert step.policy_digest == policy.digest

@@ -1,0 +1,63 @@
+"""Resolving an uncertain attempt (issue 16). Another tenant's attempt is 404."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Request
+
+from arvis.api.identity import ApproverIdentity, KernelDep, log_fields
+from arvis.api.problems import problem_responses
+from arvis.api.schemas import ResolutionOut, ResolveBody
+from arvis.domain.ids import RunId
+from arvis.domain.journal import ResolutionArtifact
+from arvis.lifecycle.resolution import RESOLVED_AS
+from arvis.lifecycle.results import ID_PATTERN
+
+router = APIRouter(tags=["runs"])
+
+RunIdPath = Annotated[str, Path(pattern=ID_PATTERN, description="The run's id.")]
+KeyPath = Annotated[str, Path(pattern=r"^[0-9a-f]{64}$", description="The idempotency key.")]
+AttemptPath = Annotated[int, Path(ge=1, le=2**31 - 1, description="The attempt number.")]
+
+
+@router.post(
+    "/v1/runs/{run_id}/attempts/{idempotency_key}/{attempt}/resolve",
+    response_model=ResolutionOut,
+    status_code=201,
+    responses=problem_responses(400, 401, 403, 404, 409, 413, 415, 422, 503),
+)
+async def resolve_attempt(
+    run_id: RunIdPath,
+    idempotency_key: KeyPath,
+    attempt: AttemptPath,
+    body: ResolveBody,
+    identity: ApproverIdentity,
+    kernel: KernelDep,
+    request: Request,
+) -> ResolutionOut:
+    """Say what an uncertain attempt (EFFECT_STARTED / EFFECT_STATE_UNKNOWN) did.
+
+    Appends a resolution entry to the run's chain (who, from the key; when; the
+    resolved boundary; the evidence; the entry it resolves, which is never changed).
+    The retry table then reads the resolved boundary. Not uncertain, or resolved
+    already: 409. The principal whose call it was: 403 ``self_resolution``."""
+    log_fields(request)["run_id"] = run_id
+    entry = await kernel.lifecycle.resolutions.resolve(
+        identity, RunId(run_id), idempotency_key, attempt, RESOLVED_AS[body.as_], body.evidence
+    )
+    artifact = entry.artifact
+    assert isinstance(artifact, ResolutionArtifact)
+    return ResolutionOut(
+        run_id=entry.run_id,
+        causal_id=entry.causal_id,
+        idempotency_key=entry.idempotency_key,
+        attempt=artifact.attempt,
+        boundary=artifact.boundary.value,
+        resolves=artifact.resolves.position,
+        resolved_by=artifact.resolved_by.principal_id,
+        evidence=artifact.evidence,
+        journal_position=entry.position,
+        entry_hash=entry.entry_hash,
+        recorded_at=entry.recorded_at,
+    )

@@ -1,0 +1,132 @@
+"""``arvis resolve`` and ``arvis notify …``: what an operator settles and is told (issue 16)."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, Any
+
+import typer
+
+from arvis.bootstrap import Kernel
+from arvis.cli.common import JsonFlag, fail, with_kernel
+from arvis.cli.output import emit_json, table
+from arvis.domain.ids import RunId
+from arvis.domain.journal import ResolutionArtifact
+from arvis.lifecycle.resolution import RESOLVED_AS
+from arvis.store.outbox import PgOutbox
+
+API_KEY_VARIABLE = "ARVIS_API_KEY"
+notify_app = typer.Typer(help="The notification outbox.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("resolve")(resolve)
+    app.add_typer(notify_app, name="notify")
+
+
+def resolve(
+    run: Annotated[str, typer.Argument(help="The run id.")],
+    key: Annotated[str, typer.Argument(help="The attempt's idempotency key.")],
+    attempt: Annotated[int, typer.Argument(min=1, help="The attempt number.")],
+    as_: Annotated[
+        str, typer.Option("--as", help="What it did: completed, failed or not_started.")
+    ],
+    evidence: Annotated[str, typer.Option(help="How you know (journaled as given).")],
+    json_out: JsonFlag = False,
+) -> None:
+    """Resolve an uncertain attempt, as the principal of the API key in ARVIS_API_KEY.
+
+    The key needs the approver (or admin) role; the tenant is the key's. The
+    principal whose call it was may not resolve it (four eyes)."""
+    boundary = RESOLVED_AS.get(as_)
+    if boundary is None:
+        fail("--as must be completed, failed or not_started", 2)
+    if not evidence.strip():
+        fail("--evidence must say how you know", 2)
+    token = os.environ.get(API_KEY_VARIABLE, "")
+    if not token:
+        fail(f"set {API_KEY_VARIABLE} to an approver's API key: the resolver is its principal", 2)
+
+    async def use(kernel: Kernel) -> dict[str, Any]:
+        from arvis.api.identity import authenticate
+
+        identity = await authenticate(kernel, token)
+        if not identity.has_role("approver"):
+            fail("resolving needs a key with the approver or admin role")
+        entry = await kernel.lifecycle.resolutions.resolve(
+            identity, RunId(run), key, attempt, boundary, evidence
+        )
+        artifact = entry.artifact
+        assert isinstance(artifact, ResolutionArtifact)
+        return {
+            "run_id": entry.run_id,
+            "causal_id": entry.causal_id,
+            "idempotency_key": entry.idempotency_key,
+            "attempt": artifact.attempt,
+            "boundary": artifact.boundary.value,
+            "resolves": artifact.resolves.position,
+            "resolved_by": artifact.resolved_by.principal_id,
+            "evidence": artifact.evidence,
+            "journal_position": entry.position,
+            "entry_hash": entry.entry_hash,
+            "recorded_at": entry.recorded_at.isoformat(),
+        }
+
+    answer = with_kernel(use)
+    if json_out:
+        emit_json(answer)
+        return
+    typer.echo(
+        f"attempt {attempt} of {key[:16]}… resolved as {answer['boundary']} by "
+        f"{answer['resolved_by']} (journal position {answer['journal_position']}, "
+        f"resolving position {answer['resolves']})"
+    )
+
+
+@notify_app.command("list")
+def list_events(
+    state: Annotated[
+        str | None, typer.Option(help="PENDING, DELIVERED or DEAD (undeliverable).")
+    ] = None,
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant's events.")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=1000)] = 100,
+    json_out: JsonFlag = False,
+) -> None:
+    """Outbox events, newest first, with their delivery state."""
+    if state is not None and state.upper() not in ("PENDING", "DELIVERED", "DEAD"):
+        fail("--state must be PENDING, DELIVERED or DEAD", 2)
+
+    async def use(kernel: Kernel) -> list[dict[str, Any]]:
+        rows = await PgOutbox(kernel.store.ops).list(
+            state=None if state is None else state.upper(), tenant_id=tenant, limit=limit
+        )
+        return [
+            {
+                **row,
+                "delivered_to": list(row["delivered_to"]),
+                **{
+                    name: None if row[name] is None else row[name].isoformat()
+                    for name in ("occurred_at", "next_attempt_at", "delivered_at")
+                },
+            }
+            for row in rows
+        ]
+
+    rows = with_kernel(use)
+    if json_out:
+        emit_json(rows)
+        return
+    columns = ["tenant_id", "event_id", "event_type", "state", "attempts", "last_error"]
+    table(rows, columns, empty="no events")
+
+
+@notify_app.command("retry")
+def retry_dead(
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant's events.")] = None,
+) -> None:
+    """Give every DEAD event a fresh round of delivery attempts."""
+
+    async def use(kernel: Kernel) -> int:
+        return await PgOutbox(kernel.store.ops).retry_dead(tenant_id=tenant)
+
+    typer.echo(f"{with_kernel(use)} dead events will be delivered again")
