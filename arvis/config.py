@@ -107,6 +107,7 @@ class FileConfig(BaseModel):
     provider: dict[str, Any] = Field(default_factory=dict)
     confirmations: dict[str, Any] = Field(default_factory=dict)
     audit: dict[str, Any] = Field(default_factory=dict)
+    telemetry: dict[str, Any] = Field(default_factory=dict)
 
 
 def load_settings() -> Settings:
