@@ -368,3 +368,25 @@ def test_tracing_is_off_by_default_and_the_sdk_is_never_loaded(
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_broken_telemetry_section_stops_serve_with_one_line_naming_it(tmp_path: Path) -> None:
+    config = tmp_path / "arvis.toml"
+    config.write_text('[telemetry]\nenabled = "maybe"\n')
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "ARVIS_"))}
+    done = subprocess.run(
+        [sys.executable, "-m", "arvis", "serve", "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={
+            **environ,
+            "ARVIS_CONFIG": str(config),
+            "ARVIS_DATA_DIR": str(tmp_path / "data"),
+            "PYTHONPATH": str(REPO),
+        },
+    )
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "[telemetry] enabled" in lines[0]
