@@ -6,6 +6,7 @@ their own pieces. Tests compose the same lifecycle with :func:`compose_lifecycle
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import os
 import socket
@@ -13,7 +14,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -53,18 +54,22 @@ from arvis.lifecycle.resolution import (
     parse_reconcile_config,
 )
 from arvis.lifecycle.settlement import Settlement
-from arvis.lifecycle.syscalls import PhaseObserver, SyscallHandler
+from arvis.lifecycle.syscalls import PhaseObserver, SyscallHandler, SyscallTracer
 from arvis.mcp.pool import McpUpstreams
 from arvis.store.audit import AuditHost, PgPlanStore
 from arvis.store.database import PgStore, resolve_database
 from arvis.store.keys import PgKeyStore
 from arvis.store.outbox import PgOutbox
 from arvis.store.stats import audit_incomplete_runs
+from arvis.telemetry import load_tracing, telemetry_settings
 from arvis.tools.base import Tool
 from arvis.tools.dispatcher import ToolDispatcher
 from arvis.tools.layers import DispatchDecorator
 from arvis.tools.plans import StaticToolPlanSource, ToolPlan
 from arvis.tools.registry import ToolHost, build_tool_set, parse_tools_config
+
+if TYPE_CHECKING:
+    from arvis.telemetry.tracing import Tracing
 
 DEFAULT_CONFIRMATION_TTL = timedelta(hours=24)
 
@@ -103,12 +108,14 @@ def compose_lifecycle(
     lifecycle_store: LifecycleStore | None = None,
     phase_observer: PhaseObserver | None = None,
     reconcile: ReconcileSettings | None = None,
+    tracer: SyscallTracer | None = None,
 ) -> Lifecycle:
     """Wire the lifecycle of DESIGN §2 around a store and a tool set.
 
     ``lifecycle_store`` replaces ``store.ops`` as the lifecycle's store (a test
     composes a faulty one in). ``phase_observer`` is told how long each phase of
-    every syscall took (the HTTP app's metrics). Nothing is admitted until the lease is claimed
+    every syscall took (the HTTP app's metrics); ``tracer`` traces every syscall and its
+    phases (``arvis.telemetry``). Nothing is admitted until the lease is claimed
     (``Kernel.start`` does, with the background heartbeat; a test composition
     claims it itself).
     """
@@ -140,6 +147,7 @@ def compose_lifecycle(
         clock=clock,
         production=production,
         phase_observer=phase_observer,
+        tracer=tracer,
     )
     return Lifecycle(
         plans=plans,
@@ -171,7 +179,8 @@ class Kernel:
     recovery: RecoveryRuntime | None = None
     upstreams: McpUpstreams = field(default_factory=McpUpstreams.empty)
     """Sessions to the upstream MCP servers whose tools are in the plan."""
-    extras: dict[str, object] = field(default_factory=dict)
+    tracing: Tracing | None = None
+    """Tracing of syscalls (``[telemetry]``); None when it is off."""
     deliverer: NotificationDeliverer | None = None
     """Posts the notification outbox to the declared webhooks (issue 16)."""
 
@@ -212,6 +221,9 @@ class Kernel:
         await self.upstreams.aclose()
         await self.http.aclose()
         await self.store.close()
+        if self.tracing is not None:
+            # Flushing may wait on the collector: never on the event loop.
+            await asyncio.to_thread(self.tracing.shutdown)
 
 
 class AuditConfig(BaseModel):
@@ -265,15 +277,21 @@ class LoadedTools:
 
 
 async def load_tools(
-    settings: Settings, file_config: FileConfig, http: httpx.AsyncClient
+    settings: Settings,
+    file_config: FileConfig,
+    http: httpx.AsyncClient,
+    *,
+    tracing: Tracing | None = None,
 ) -> LoadedTools:
     """The declared tool set: application factories over built-in fallbacks.
 
     Upstream MCP servers are started and their tool lists read first, so their
-    tools are pinned into the plan like any other; the caller closes them.
+    tools are pinned into the plan like any other; the caller closes them. With
+    ``tracing``, every call to them carries the trace on in its ``_meta``.
     """
     config = parse_tools_config(file_config.tools)
-    upstreams = await McpUpstreams.open(config.mcp, os.environ)
+    inject = None if tracing is None else tracing.inject
+    upstreams = await McpUpstreams.open(config.mcp, os.environ, inject=inject)
     try:
         host = ToolHost(
             sandbox_dir=settings.sandbox_dir,
@@ -316,6 +334,7 @@ async def check_deployment(settings: Settings) -> None:
     parse_confirmations_config(file_config.confirmations)
     parse_reconcile_config(file_config.reconcile)
     load_notifications(file_config.notify, os.environ)
+    telemetry_settings(file_config.telemetry, os.environ)
     audit = parse_audit_config(file_config.audit)
     if audit.sink is not None:
         load_object(audit.sink, "audit")
@@ -326,16 +345,26 @@ async def check_deployment(settings: Settings) -> None:
 
 
 async def build_kernel(
-    settings: Settings | None = None, *, phase_observer: PhaseObserver | None = None
+    settings: Settings | None = None,
+    *,
+    phase_observer: PhaseObserver | None = None,
+    tracing: Tracing | None = None,
 ) -> Kernel:
     """Wire a kernel. Starts the embedded PostgreSQL when no URL is configured.
 
     A broken ``arvis.toml`` or a contradictory tool stops here, before anything
     is served. ``phase_observer`` gets the duration of each syscall phase.
+    ``tracing`` replaces the one ``[telemetry]`` and ``OTEL_*`` describe (a test
+    hands in one on an in-memory exporter); the kernel shuts it down when it closes,
+    or at once when building it fails.
     """
     settings = settings or load_settings()
     file_config = load_file_config(settings)
-    http = httpx.AsyncClient(timeout=settings.tool_timeout_s)
+    tracing = tracing or load_tracing(file_config.telemetry, os.environ)
+    # Every request of the tools' client carries the trace on (HTTP tools, and
+    # whatever an application's tool sends with it).
+    hooks = {} if tracing is None else {"request": [tracing.inject_request]}
+    http = httpx.AsyncClient(timeout=settings.tool_timeout_s, event_hooks=hooks)
     loaded: LoadedTools | None = None
     try:
         policy = RulePolicy(parse_policy_config(file_config.policy))
@@ -343,13 +372,14 @@ async def build_kernel(
         reconcile = parse_reconcile_config(file_config.reconcile)
         notifications = load_notifications(file_config.notify, os.environ)
         audit = parse_audit_config(file_config.audit)
-        loaded = await load_tools(settings, file_config, http)
+        loaded = await load_tools(settings, file_config, http, tracing=tracing)
         target = resolve_database(settings.database_url, settings.data_dir)
         store = await PgStore.open(target.url)
     except BaseException:
         if loaded is not None:
             await loaded.aclose()
         await http.aclose()
+        _shut(tracing)
         raise
     try:
         audit_sink = load_audit_sink(audit, store.fingerprint)
@@ -357,6 +387,7 @@ async def build_kernel(
         await loaded.aclose()
         await http.aclose()
         await store.close()
+        _shut(tracing)
         raise
     instance_id = InstanceId(settings.instance_id) if settings.instance_id else new_instance_id()
     lifecycle = compose_lifecycle(
@@ -372,6 +403,7 @@ async def build_kernel(
         production=settings.env is Environment.PRODUCTION,
         phase_observer=phase_observer,
         reconcile=reconcile,
+        tracer=tracing,
     )
     deliverer = NotificationDeliverer(
         PgOutbox(store.ops), notifications, http, lifecycle.handler.clock
@@ -385,4 +417,10 @@ async def build_kernel(
         instance_id=instance_id,
         upstreams=loaded.upstreams,
         deliverer=deliverer,
+        tracing=tracing,
     )
+
+
+def _shut(tracing: Tracing | None) -> None:
+    if tracing is not None:
+        tracing.shutdown()

@@ -109,6 +109,7 @@ class FileConfig(BaseModel):
     audit: dict[str, Any] = Field(default_factory=dict)
     notify: dict[str, Any] = Field(default_factory=dict)
     reconcile: dict[str, Any] = Field(default_factory=dict)
+    telemetry: dict[str, Any] = Field(default_factory=dict)
 
 
 def load_settings() -> Settings:

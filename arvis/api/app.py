@@ -18,6 +18,7 @@ from arvis.api.metrics import ApiMetrics
 from arvis.api.middleware import AccessLog, BodyGuard, Deadline
 from arvis.api.problems import install_problem_handlers
 from arvis.api.routes import confirmations, resolutions, runs, syscalls, system
+from arvis.api.tracing import TraceContext
 from arvis.bootstrap import Kernel, build_kernel
 from arvis.config import Environment, load_settings
 from arvis.lifecycle.syscalls import PhaseObserver
@@ -98,13 +99,16 @@ def create_app(
     app.router.routes.append(
         Route("/mcp", mcp, methods=["GET", "POST", "DELETE"], include_in_schema=False)
     )
-    # Added innermost first, so the order is: access log, deadline, body guard, the
-    # syscall fast lane. The access log sees every answer; the deadline covers a
-    # slow body as well; the fast lane only ever sees bounded JSON bodies.
+    # Added innermost first, so the order is: access log, trace context, deadline,
+    # body guard, the syscall fast lane. The access log sees every answer; the
+    # caller's trace is current before the deadline starts the request's task (which
+    # inherits it); the deadline covers a slow body as well; the fast lane only ever
+    # sees bounded JSON bodies.
     if fast_lane:
         app.add_middleware(SyscallFastLane)
     app.add_middleware(BodyGuard, max_body_bytes=max_body_bytes)
     app.add_middleware(Deadline, timeout_s=request_timeout_s)
+    app.add_middleware(TraceContext)
     app.add_middleware(
         AccessLog,
         on_response=lambda method, status: metrics.requests.labels(method, str(status)).inc(),

@@ -19,7 +19,8 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any, Protocol, TypeVar
 
 from arvis.domain.clock import Clock
 from arvis.domain.identity import Identity
@@ -48,6 +49,41 @@ PhaseObserver = Callable[[str, float], None]
 """Called with ("admission" | "dispatch" | "journal", seconds) after each phase."""
 
 
+class SyscallSpan(Protocol):
+    """One syscall's trace, as the handler drives it (``arvis.telemetry`` has one)."""
+
+    def phase(self, name: str) -> AbstractContextManager[object]:
+        """Surrounds the phase ``admission``, ``dispatch`` or ``journal``."""
+        ...
+
+    def answered(self, result: SyscallResult) -> None:
+        """The syscall answered ``result``; it must not raise."""
+        ...
+
+
+class SyscallTracer(Protocol):
+    """Traces syscalls; its context manager sees any exception the syscall raises."""
+
+    def syscall(
+        self, syscall: Syscall, identity: Identity
+    ) -> AbstractContextManager[SyscallSpan]: ...
+
+
+class _Untraced:
+    """The span of a handler without a tracer: nothing, at the cost of a call."""
+
+    _phase = nullcontext()
+
+    def phase(self, name: str) -> AbstractContextManager[object]:
+        return self._phase
+
+    def answered(self, result: SyscallResult) -> None:
+        return None
+
+
+_UNTRACED = _Untraced()
+
+
 class SyscallHandler:
     def __init__(
         self,
@@ -59,6 +95,7 @@ class SyscallHandler:
         clock: Clock,
         production: bool = False,
         phase_observer: PhaseObserver | None = None,
+        tracer: SyscallTracer | None = None,
     ) -> None:
         self.admission = admission
         self.effects = effects
@@ -67,6 +104,7 @@ class SyscallHandler:
         self.clock = clock
         self.production = production
         self.phase_observer = phase_observer
+        self.tracer = tracer
         self._admitting = True
         self._in_flight = 0
         self._idle = asyncio.Event()
@@ -76,6 +114,16 @@ class SyscallHandler:
         """Govern one ``tool.execute``. Raises only for what is not a governed outcome:
         a refused identity, a payload that is not JSON, an attempt in flight, no live
         lease, or an unavailable store or audit sink (in which case nothing ran)."""
+        if self.tracer is None:
+            return await self._handle(syscall, identity, _UNTRACED)
+        with self.tracer.syscall(syscall, identity) as span:
+            result = await self._handle(syscall, identity, span)
+            span.answered(result)
+            return result
+
+    async def _handle(
+        self, syscall: Syscall, identity: Identity, span: SyscallSpan
+    ) -> SyscallResult:
         if not self._admitting:
             raise ShuttingDown("this instance is shutting down; retry on another instance")
         if self.production and identity.method != "api_key":
@@ -95,42 +143,48 @@ class SyscallHandler:
         try:
             clock = time.perf_counter
             started = clock()
-            step = await self._run_to_end(
-                retry_transaction(
-                    lambda: self.admission.admit(syscall, identity, payload, ids, owner)
+            with span.phase("admission"):
+                step = await self._run_to_end(
+                    retry_transaction(
+                        lambda: self.admission.admit(syscall, identity, payload, ids, owner)
+                    )
                 )
-            )
             admitted = clock()
             self._observe("admission", admitted - started)
             if isinstance(step, SyscallResult):
                 return step
-            return await self._dispatch_and_settle(step, admitted)
+            return await self._dispatch_and_settle(step, admitted, span)
         finally:
             self._in_flight -= 1
             if self._in_flight == 0:
                 self._idle.set()
 
-    async def _dispatch_and_settle(self, step: Admitted, admitted: float) -> SyscallResult:
+    async def _dispatch_and_settle(
+        self, step: Admitted, admitted: float, span: SyscallSpan
+    ) -> SyscallResult:
         clock = time.perf_counter
         try:
-            if step.blocked is not None:
-                outcome, cancelled = step.blocked, False
-            elif self.lease.held():
-                definition = step.lease.plan.definitions.get(step.intent.tool)
-                outcome, cancelled = await self.effects.dispatch(
-                    step.lease.plan.dispatcher, step.intent, definition
-                )
-            else:
-                # Our lease may have lapsed since admission: whoever sweeps may now
-                # settle this attempt, so the tool must not run.
-                outcome, cancelled = _LEASE_LAPSED, False
+            with span.phase("dispatch"):
+                if step.blocked is not None:
+                    outcome, cancelled = step.blocked, False
+                elif self.lease.held():
+                    definition = step.lease.plan.definitions.get(step.intent.tool)
+                    outcome, cancelled = await self.effects.dispatch(
+                        step.lease.plan.dispatcher, step.intent, definition
+                    )
+                else:
+                    # Our lease may have lapsed since admission: whoever sweeps may now
+                    # settle this attempt, so the tool must not run.
+                    outcome, cancelled = _LEASE_LAPSED, False
         finally:
             step.lease.release()
         dispatched = clock()
         self._observe("dispatch", dispatched - admitted)
-        result = await self._run_to_end(self.settlement.settle(step, outcome))
+        with span.phase("journal"):
+            result = await self._run_to_end(self.settlement.settle(step, outcome))
         self._observe("journal", clock() - dispatched)
         if cancelled:
+            span.answered(result)  # journaled, though nobody is waiting for it any more
             raise asyncio.CancelledError
         return result
 

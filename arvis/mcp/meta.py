@@ -15,6 +15,10 @@ Both come from the request's ``_meta`` (``arvis.dev/run_id``,
   ``<tool>:<uuid>`` per call, since a read has no effect to deduplicate and a
   recorded read would go stale.
 
+**Trace context.** With tracing on, a call continues the caller's W3C trace from
+``_meta`` (``traceparent``, ``tracestate``: the MCP convention), else from the
+request's headers of those names; a malformed one starts a new trace.
+
 **Request state.** An ``input_required`` answer carries the decision it waits
 for (run id, causal id, confirmation, tool and payload digest) in
 ``requestState``; the retry resumes exactly that decision. It names nothing the
@@ -53,6 +57,9 @@ PROBLEM = PREFIX + "problem"
 CALL_ID = PREFIX + "call_id"
 APPROVAL = PREFIX + "approval"
 """The key of the approval in an ``input_required`` answer's ``inputRequests``."""
+TRACEPARENT = "traceparent"
+TRACESTATE = "tracestate"
+"""W3C Trace Context keys of ``_meta``, unprefixed as MCP has them."""
 
 RUN_ID_HEADER = "arvis-run-id"
 CAUSAL_ID_HEADER = "arvis-causal-id"
@@ -119,6 +126,14 @@ def explicit_ids(
     run = _checked(meta.get(RUN_ID, headers.get(RUN_ID_HEADER)), RUN_ID)
     causal = _checked(meta.get(CAUSAL_ID, headers.get(CAUSAL_ID_HEADER)), CAUSAL_ID)
     return run, causal
+
+
+def trace_context(meta: Mapping[str, Any] | None) -> tuple[object, object] | None:
+    """``traceparent`` and ``tracestate`` of ``_meta`` (unchecked: tracing bounds and
+    parses them), or None when it names no ``traceparent``."""
+    if not meta or TRACEPARENT not in meta:
+        return None
+    return meta.get(TRACEPARENT), meta.get(TRACESTATE)
 
 
 def default_run_id(identity: Identity, plan_id: PlanId) -> str:

@@ -14,6 +14,7 @@ from arvis.tools.base import Tool
 from arvis.tools.mcpconfig import McpServerConfig
 
 if TYPE_CHECKING:
+    from arvis.mcp.tools import MetaInjector
     from arvis.mcp.upstream import UpstreamServer
 
 
@@ -33,14 +34,18 @@ class McpUpstreams:
 
     @classmethod
     async def open(
-        cls, configs: Sequence[McpServerConfig], environ: Mapping[str, str]
+        cls,
+        configs: Sequence[McpServerConfig],
+        environ: Mapping[str, str],
+        *,
+        inject: MetaInjector | None = None,
     ) -> McpUpstreams:
         """Start the servers and read their tool lists (see ``arvis.mcp.tools.open_servers``)."""
         if not configs:
             return cls.empty()
         from arvis.mcp.tools import open_servers
 
-        servers, tools = await open_servers(configs, environ)
+        servers, tools = await open_servers(configs, environ, inject=inject)
         return cls(servers, tools)
 
     async def aclose(self) -> None:

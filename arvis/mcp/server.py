@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from typing import Any
 
 import mcp_types as types
@@ -56,6 +56,7 @@ from arvis.mcp.meta import (
     default_causal_id,
     default_run_id,
     explicit_ids,
+    trace_context,
 )
 
 _IDENTITY = "arvis_mcp_identity"
@@ -196,7 +197,8 @@ class McpGateway:
         syscall = Syscall(
             name="tool.execute", run_id=run_id, causal_id=causal_id, decision=decision
         )
-        result = await self._execute(syscall, identity, kernel, request)
+        with _caller_trace(kernel, params.meta, request):
+            result = await self._execute(syscall, identity, kernel, request)
         if result.outcome == "refused" and result.reason == DenialReason.UNKNOWN_TOOL:
             # Journaled as a refusal by the handler; MCP answers it as a protocol error.
             raise MCPError(
@@ -265,6 +267,20 @@ def _caller(ctx: ServerRequestContext[Any]) -> tuple[Request, Identity]:
         # Only reachable when the server is served without the gateway's endpoint.
         raise MCPError(code=types.INTERNAL_ERROR, message="the caller is not authenticated")
     return request, identity
+
+
+def _caller_trace(
+    kernel: Kernel, meta: Mapping[str, Any] | None, request: Request
+) -> AbstractContextManager[object]:
+    """The caller's trace, current meanwhile: ``_meta``'s (the MCP convention) wins
+    over the request's headers; without it, the headers' as the HTTP app has them."""
+    tracing = kernel.tracing
+    if tracing is None:
+        return nullcontext()
+    carrier = trace_context(meta)
+    if carrier is None:
+        return tracing.continued_from_headers(request.scope["headers"])
+    return tracing.continued(*carrier)
 
 
 def _named_ids(

@@ -11,7 +11,9 @@ hint the server leaves out asserts nothing. An override's fields always win;
 a contradiction stops start-up naming the tool.
 
 **A call.** The frozen payload is the arguments; ``_meta`` carries
-``arvis.dev/idempotency_key`` and ``arvis.dev/call_id``. Boundaries:
+``arvis.dev/idempotency_key`` and ``arvis.dev/call_id``, and when tracing is on
+``traceparent`` (and ``tracestate``): the server's spans continue the syscall's
+trace (docs/telemetry.md). Boundaries:
 
 - nothing sent (the server could not be started or reached, or it now lists
   the tool differently from the plan): ``EFFECT_NOT_STARTED``;
@@ -29,7 +31,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import mcp_types as types
 from mcp import MCPError
@@ -50,6 +53,9 @@ from arvis.tools.limits import MAX_MESSAGE_CHARS
 from arvis.tools.mcpconfig import HEADER_VALUE, McpServerConfig
 
 log = logging.getLogger(__name__)
+
+MetaInjector = Callable[[dict[str, Any]], None]
+"""Writes the current trace context into a call's ``_meta`` (``traceparent``)."""
 
 # JSON-RPC errors that refuse a request before any method runs.
 _REFUSED_BEFORE_RUNNING = frozenset(
@@ -102,10 +108,17 @@ def derive_definition(config: McpServerConfig, listed: types.Tool) -> ToolDefini
 class McpTool:
     """A tool whose body is a ``tools/call`` on an upstream MCP server."""
 
-    def __init__(self, definition: ToolDefinition, server: UpstreamServer, remote: str) -> None:
+    def __init__(
+        self,
+        definition: ToolDefinition,
+        server: UpstreamServer,
+        remote: str,
+        inject: MetaInjector | None = None,
+    ) -> None:
         self.definition = definition
         self._server = server
         self._remote = remote
+        self._inject = inject
 
     @property
     def name(self) -> str:
@@ -120,7 +133,12 @@ class McpTool:
         return f"McpTool({self.name!r}, server={self._server.name!r})"
 
     async def execute(self, invocation: ToolInvocation, reporter: Reporter) -> ToolResult:
-        meta = {IDEMPOTENCY_KEY: invocation.idempotency_key, CALL_ID: invocation.call_id}
+        meta: dict[str, Any] = {
+            IDEMPOTENCY_KEY: invocation.idempotency_key,
+            CALL_ID: invocation.call_id,
+        }
+        if self._inject is not None:
+            self._inject(meta)
         try:
             answer = await self._server.call(self._remote, invocation.payload.value, meta)
         except (UpstreamUnavailable, UpstreamChanged) as exc:
@@ -197,27 +215,35 @@ class McpTool:
 
 
 async def open_servers(
-    configs: Sequence[McpServerConfig], environ: Mapping[str, str]
+    configs: Sequence[McpServerConfig],
+    environ: Mapping[str, str],
+    *,
+    inject: MetaInjector | None = None,
 ) -> tuple[list[UpstreamServer], dict[str, Sequence[Tool]]]:
     """Start every server at once; the first that cannot be used stops start-up.
 
     An unreachable server stops start-up with one line naming it, unless it is
     ``optional``: then its tools are left out and a warning says so. On any
-    failure every server started here is stopped again.
+    failure every server started here is stopped again. ``inject`` writes the
+    trace context into each call's ``_meta``.
     """
     servers = [UpstreamServer(config, _headers(config, environ)) for config in configs]
     listings = await asyncio.gather(*(server.start() for server in servers), return_exceptions=True)
     try:
         tools: dict[str, Sequence[Tool]] = {}
         for server, listing in zip(servers, listings, strict=True):
-            tools[server.name] = _tools_of(server, listing)
+            tools[server.name] = _tools_of(server, listing, inject)
     except BaseException:
         await asyncio.gather(*(server.aclose() for server in servers))
         raise
     return servers, tools
 
 
-def _tools_of(server: UpstreamServer, listing: list[types.Tool] | BaseException) -> list[Tool]:
+def _tools_of(
+    server: UpstreamServer,
+    listing: list[types.Tool] | BaseException,
+    inject: MetaInjector | None,
+) -> list[Tool]:
     config = server.config
     if isinstance(listing, UpstreamUnavailable):
         if not config.optional:
@@ -241,7 +267,8 @@ def _tools_of(server: UpstreamServer, listing: list[types.Tool] | BaseException)
             f"server does not list (it lists {sorted(by_name) or 'no tools'})"
         )
     return [
-        McpTool(derive_definition(config, by_name[name]), server, name) for name in sorted(by_name)
+        McpTool(derive_definition(config, by_name[name]), server, name, inject)
+        for name in sorted(by_name)
     ]
 
 

@@ -30,7 +30,9 @@ not in errors, logs, the journal, ``arvis tools`` or ``GET /v1/tools``.
 
 **The request.** ``POST url`` with ``Content-Type: application/json``,
 ``Idempotency-Key: <the invocation's key>`` (send it downstream to dedupe
-retries) and the configured headers. The body is the RFC 8785 (JCS) object::
+retries), the configured headers and, when tracing is on (docs/telemetry.md), the
+W3C ``traceparent``/``tracestate`` of the call's dispatch span, which the host's
+HTTP client adds to every request it sends. The body is the RFC 8785 (JCS) object::
 
     {
       "call_id": "…",                  # correlates this call
@@ -103,6 +105,9 @@ _RESERVED = frozenset(
         "content-type",
         "content-length",
         "idempotency-key",
+        # W3C Trace Context: the tracing of the call owns them.
+        "traceparent",
+        "tracestate",
         "host",
         "transfer-encoding",
         "connection",

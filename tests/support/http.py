@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import psycopg
@@ -21,6 +21,9 @@ from arvis.domain.identity import Role
 from arvis.store.database import PgStore
 from arvis.store.engine import libpq_url
 from arvis.store.keys import PgKeyStore
+
+if TYPE_CHECKING:
+    from arvis.telemetry.tracing import Tracing
 
 ROLES: tuple[Role, ...] = ("agent", "approver", "auditor", "admin")
 TENANTS = ("acme", "globex")
@@ -112,10 +115,12 @@ async def serve_api(
     max_body_bytes: int = 64 * 1024,
     fast_lane: bool = True,
     config: str | None = None,
+    tracing: Tracing | None = None,
 ) -> AsyncIterator[Api]:
     """The app with its lifespan running, and an ``httpx`` client speaking ASGI to it.
 
-    ``config`` is the text of an ``arvis.toml`` for the deployment.
+    ``config`` is the text of an ``arvis.toml`` for the deployment; ``tracing`` is
+    handed to its kernel (``build_kernel``).
     """
     overrides: dict[str, Any] = {"max_body_bytes": max_body_bytes}
     if config is not None:
@@ -125,7 +130,7 @@ async def serve_api(
     settings = app_settings(database_url, data_dir, **overrides)
     tokens = await mint_keys(database_url)
     app = create_app(
-        functools.partial(build_kernel, settings),
+        functools.partial(build_kernel, settings, tracing=tracing),
         max_body_bytes=max_body_bytes,
         fast_lane=fast_lane,
     )

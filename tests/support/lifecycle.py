@@ -20,6 +20,7 @@ from arvis.domain.ids import ConfirmationId, InstanceId, PrincipalId, TenantId
 from arvis.lifecycle.policy import PolicyConfig, RulePolicy
 from arvis.lifecycle.ports import AuditSink, LifecycleStore
 from arvis.lifecycle.results import Syscall, SyscallResult
+from arvis.lifecycle.syscalls import SyscallTracer
 from arvis.store.database import PgStore
 from arvis.store.engine import libpq_url
 from arvis.tools.base import Reporter, Tool, ToolInvocation, ToolResult
@@ -298,9 +299,10 @@ async def make_harness(
     claim_lease: bool = True,
     wrap_store: Callable[[LifecycleStore], LifecycleStore] | None = None,
     clock: FakeClock | None = None,
+    tracer: SyscallTracer | None = None,
 ) -> Harness:
     """A lifecycle over ``database_url``; ``clock`` is shared with another harness
-    when both stand for processes on one machine."""
+    when both stand for processes on one machine; ``tracer`` traces its syscalls."""
     store = await PgStore.open(database_url)
     clock = clock or FakeClock()
     tools = standard_tools() if tools is None else tools
@@ -317,6 +319,7 @@ async def make_harness(
         lease_ttl_s=lease_ttl_s,
         production=production,
         lifecycle_store=None if wrap_store is None else wrap_store(store.ops),
+        tracer=tracer,
     )
     assert make_url(database_url).database
     if claim_lease:

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import httpx2
@@ -29,6 +29,9 @@ from arvis.bootstrap import build_kernel
 from arvis.store.engine import libpq_url
 from tests.support.http import app_settings, mint_keys
 from tests.support.server import running
+
+if TYPE_CHECKING:
+    from arvis.telemetry.tracing import Tracing
 
 NOTES_SERVER = Path(__file__).resolve().parent / "upstream" / "notes_server.py"
 
@@ -95,8 +98,15 @@ class Served:
 
 
 @contextmanager
-def serve_arvis(database_url: str, data_dir: Path, config: str | None = None) -> Iterator[Served]:
-    """ARVIS on a free local port, with ``config`` as its ``arvis.toml``."""
+def serve_arvis(
+    database_url: str,
+    data_dir: Path,
+    config: str | None = None,
+    *,
+    tracing: Tracing | None = None,
+) -> Iterator[Served]:
+    """ARVIS on a free local port, with ``config`` as its ``arvis.toml`` (and ``tracing``
+    handed to its kernel)."""
     overrides: dict[str, Any] = {}
     if config is not None:
         path = data_dir / "arvis.toml"
@@ -106,7 +116,7 @@ def serve_arvis(database_url: str, data_dir: Path, config: str | None = None) ->
     # A thread of its own: the caller may be inside a running event loop.
     with ThreadPoolExecutor(1) as pool:
         tokens = pool.submit(asyncio.run, mint_keys(database_url)).result()
-    app = create_app(functools.partial(build_kernel, settings))
+    app = create_app(functools.partial(build_kernel, settings, tracing=tracing))
     with running(app) as url:
         yield Served(url=url, tokens=tokens, database_url=database_url, data_dir=data_dir)
 

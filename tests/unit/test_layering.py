@@ -37,8 +37,10 @@ ALLOWED: dict[str, set[str]] = {
     "client": {"domain", "client"},
     "integrations": {"client", "integrations"},
     "migrations": {"store", "migrations"},
+    # Tracing is an adapter too: it implements the lifecycle's tracer port.
+    "telemetry": {*CORE, "telemetry"},
     # The composition root wires every adapter but no entry point.
-    "bootstrap": {*CORE, "config", "store", "providers", "mcp", "bootstrap"},
+    "bootstrap": {*CORE, "config", "store", "providers", "mcp", "telemetry", "bootstrap"},
     # Entry points get their pieces from the composition root. The HTTP app mounts
     # the MCP gateway and the console.
     "api": {*CORE, "config", "bootstrap", "api", "mcp", "console"},

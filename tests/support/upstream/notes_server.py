@@ -3,11 +3,11 @@
     python tests/support/upstream/notes_server.py STATE_DIR [--variant NAME]
 
 It keeps notes in ``STATE_DIR/notes.json`` and appends every ``tools/call`` it
-receives (tool, arguments, ``_meta``) to ``STATE_DIR/calls.jsonl``, so a test can
-see what reached it. ``add_note`` deduplicates on ``arvis.dev/idempotency_key``,
-as a downstream system that is handed the key should. If ``STATE_DIR/refuse``
-exists it exits at once, like a server that cannot start; else it writes its
-pid to ``STATE_DIR/pid``.
+receives (tool, arguments, the ``arvis.dev/*`` and W3C trace keys of ``_meta``) to
+``STATE_DIR/calls.jsonl``, so a test can see what reached it. ``add_note``
+deduplicates on ``arvis.dev/idempotency_key``, as a downstream system that is
+handed the key should. If ``STATE_DIR/refuse`` exists it exits at once, like a
+server that cannot start; else it writes its pid to ``STATE_DIR/pid``.
 
 Tools: ``add_note`` (mutating), ``list_notes`` (read-only, with hints),
 ``fail`` (answers ``isError``), ``crash`` (dies mid-call), ``slow`` (sleeps
@@ -86,7 +86,11 @@ async def call_tool(
     ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
 ) -> types.CallToolResult:
     arguments = params.arguments or {}
-    meta = {k: v for k, v in dict(params.meta or {}).items() if k.startswith("arvis.dev/")}
+    meta = {
+        k: v
+        for k, v in dict(params.meta or {}).items()
+        if k.startswith("arvis.dev/") or k in ("traceparent", "tracestate")
+    }
     with (STATE / "calls.jsonl").open("a") as log:
         log.write(json.dumps({"tool": params.name, "arguments": arguments, "meta": meta}) + "\n")
     if params.name == "add_note":
