@@ -61,7 +61,10 @@ def test_the_image_builds_the_wheel_in_a_stage_of_its_own_and_runs_it_unprivileg
     assert build.name == "build"
     assert any("pip wheel" in run.arguments for run in build.all("RUN"))
     assert any(c.arguments.startswith("--from=build ") for c in final.all("COPY"))
-    assert any(re.search(r"pip install \S*\.whl", run.arguments) for run in final.all("RUN"))
+    assert any(
+        re.search(r"ls /tmp/dist/\*\.whl.*pip install \"\$\{wheel\}\[telemetry\]\"", run.arguments)
+        for run in final.all("RUN")
+    )
     # Nothing of the checkout but the wheel reaches the final image.
     assert not any(c.arguments.split()[0] in ("arvis", ".") for c in final.all("COPY"))
     assert final.last("USER").arguments.split(":")[0] == "arvis"
