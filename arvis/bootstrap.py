@@ -32,8 +32,11 @@ from arvis.domain.errors import ArvisError, ConfigurationError
 from arvis.domain.ids import InstanceId
 from arvis.lifecycle.admission import AdmissionService
 from arvis.lifecycle.authorization import ToolAuthorizationService
+from arvis.lifecycle.budget_report import BudgetReports
+from arvis.lifecycle.budgets import Budgets, parse_budgets_config
 from arvis.lifecycle.clock import SystemClock
 from arvis.lifecycle.effects import EffectDispatcher
+from arvis.lifecycle.engines import build_policy
 from arvis.lifecycle.lease import InstanceLease
 from arvis.lifecycle.manager import ToolManager
 from arvis.lifecycle.notify import NotificationDeliverer, load_notifications
@@ -89,6 +92,8 @@ class Lifecycle:
     resolutions: ResolutionService
     """Resolving uncertain attempts (issue 16)."""
     reconciler: Reconciler
+    budgets: BudgetReports
+    """The ``[[budgets]]`` admission charges, and their use (``GET /v1/budgets``)."""
 
 
 def compose_lifecycle(
@@ -109,19 +114,22 @@ def compose_lifecycle(
     phase_observer: PhaseObserver | None = None,
     reconcile: ReconcileSettings | None = None,
     tracer: SyscallTracer | None = None,
+    budgets: Budgets | None = None,
 ) -> Lifecycle:
     """Wire the lifecycle of DESIGN §2 around a store and a tool set.
 
     ``lifecycle_store`` replaces ``store.ops`` as the lifecycle's store (a test
     composes a faulty one in). ``phase_observer`` is told how long each phase of
     every syscall took (the HTTP app's metrics); ``tracer`` traces every syscall and its
-    phases (``arvis.telemetry``). Nothing is admitted until the lease is claimed
+    phases (``arvis.telemetry``). ``budgets`` are the ``[[budgets]]`` each admission is
+    charged to (none by default). Nothing is admitted until the lease is claimed
     (``Kernel.start`` does, with the background heartbeat; a test composition
     claims it itself).
     """
     clock = clock or SystemClock()
     instance_id = instance_id or new_instance_id()
     policy = policy or RulePolicy()
+    budgets = budgets or Budgets()
     lifecycle_store = lifecycle_store or store.ops
     dispatcher = ToolDispatcher(tools, decorators=decorators, default_deadline_s=tool_timeout_s)
     plans = StaticToolPlanSource(dispatcher, store=PgPlanStore(store.engine))
@@ -134,7 +142,7 @@ def compose_lifecycle(
     admission = AdmissionService(
         store=lifecycle_store,
         plans=plans,
-        authorization=ToolAuthorizationService(policy, clock),
+        authorization=ToolAuthorizationService(policy, clock, budgets),
         outbox=IntentOutboxService(audit_sink, store.fingerprint),
         clock=clock,
         confirmation_ttl_s=confirmation_ttl.total_seconds(),
@@ -159,6 +167,7 @@ def compose_lifecycle(
         sweeper=sweeper,
         resolutions=resolutions,
         reconciler=reconciler,
+        budgets=BudgetReports(lifecycle_store, budgets, clock),
     )
 
 
@@ -329,8 +338,11 @@ async def check_deployment(settings: Settings) -> None:
     a broken section stops start-up with one line naming it, not a traceback.
     """
     file_config = load_file_config(settings)
-    await declared_plan(settings, file_config)
-    parse_policy_config(file_config.policy)
+    plan = await declared_plan(settings, file_config)
+    build_policy(
+        parse_policy_config(file_config.policy), settings.config_dir, plan.definitions.values()
+    )
+    parse_budgets_config(file_config.budgets)
     parse_confirmations_config(file_config.confirmations)
     parse_reconcile_config(file_config.reconcile)
     load_notifications(file_config.notify, os.environ)
@@ -367,12 +379,17 @@ async def build_kernel(
     http = httpx.AsyncClient(timeout=settings.tool_timeout_s, event_hooks=hooks)
     loaded: LoadedTools | None = None
     try:
-        policy = RulePolicy(parse_policy_config(file_config.policy))
+        policy_config = parse_policy_config(file_config.policy)
+        budgets = Budgets(parse_budgets_config(file_config.budgets))
         confirmations = parse_confirmations_config(file_config.confirmations)
         reconcile = parse_reconcile_config(file_config.reconcile)
         notifications = load_notifications(file_config.notify, os.environ)
         audit = parse_audit_config(file_config.audit)
         loaded = await load_tools(settings, file_config, http, tracing=tracing)
+        # Loaded and validated once per process, against the plan the tools make.
+        policy = build_policy(
+            policy_config, settings.config_dir, (tool.definition for tool in loaded.tools)
+        )
         target = resolve_database(settings.database_url, settings.data_dir)
         store = await PgStore.open(target.url)
     except BaseException:
@@ -404,6 +421,7 @@ async def build_kernel(
         phase_observer=phase_observer,
         reconcile=reconcile,
         tracer=tracing,
+        budgets=budgets,
     )
     deliverer = NotificationDeliverer(
         PgOutbox(store.ops), notifications, http, lifecycle.handler.clock

@@ -90,6 +90,12 @@ class Settings(BaseSettings):
         return self.data_dir / "sandbox"
 
     @property
+    def config_dir(self) -> Path:
+        """Where files ``arvis.toml`` names (Cedar policies) are found: its directory."""
+        path = self.config_path
+        return Path(".") if path is None else path.parent
+
+    @property
     def config_path(self) -> Path | None:
         if self.config is not None:
             return self.config
@@ -110,6 +116,8 @@ class FileConfig(BaseModel):
     notify: dict[str, Any] = Field(default_factory=dict)
     reconcile: dict[str, Any] = Field(default_factory=dict)
     telemetry: dict[str, Any] = Field(default_factory=dict)
+    budgets: list[dict[str, Any]] = Field(default_factory=list)
+    """``[[budgets]]``: arvis.lifecycle.budgets validates each entry."""
 
 
 def load_settings() -> Settings:

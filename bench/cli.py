@@ -21,6 +21,7 @@ from bench.growth import measure_growth
 from bench.httpbench import measure_http
 from bench.peer_dbos import DbosPeer, PeerUnavailable
 from bench.pg import Server, choose_server
+from bench.policies import measure_policies
 from bench.profile import profile_kernel, round_trips
 from bench.report import render
 from bench.scaling import FULL as SCALING_FULL
@@ -78,7 +79,7 @@ def main() -> None:
         sys.exit(1)
 
 
-FIGURES = ("sidebyside", "roundtrips", "profile", "writeset", "http", "growth")
+FIGURES = ("sidebyside", "roundtrips", "profile", "writeset", "http", "growth", "policies")
 # Figures 8 and 9 (docs/deploy.md, docs/scaling.md) run only when named: --only startup scaling.
 DEPLOY_FIGURES = ("startup", "scaling")
 # The names of the separate figures 1-3, which now run together, still select them.
@@ -118,6 +119,14 @@ def run(sizes: Sizes, mode: str, only: set[str]) -> dict[str, Any]:
                 )
             ),
             "roundtrips": lambda: asyncio.run(round_trips(url)),
+            "policies": lambda: asyncio.run(
+                measure_policies(
+                    url,
+                    rounds=sizes.rounds,
+                    syscalls=sizes.kernel_syscalls,
+                    warmup=min(100, sizes.kernel_syscalls),
+                )
+            ),
             "profile": lambda: asyncio.run(profile_kernel(url, sizes.profile_syscalls, RESULTS)),
             "writeset": lambda: _writeset(server, sizes),
             "http": lambda: _http(server, sizes, peer),
@@ -266,6 +275,25 @@ def _ratios(r: dict[str, Any]) -> dict[str, Any]:
         "kernel_client_cpu_over_dbos_client_cpu": div(
             get("kernel", "client_cpu_ms_per_syscall"), get("peer", "client_cpu_ms_per_workflow")
         ),
+        **{
+            f"{name}_p50_over_rules_p50": div(
+                get("policies", name, "syscall", "p50_ms"),
+                get("policies", "rules", "syscall", "p50_ms"),
+            )
+            for name in ("cedar", "shadow", "budgets")
+        },
+        **{
+            f"median_round_{name}_over_rules": get("policies", f"median_round_{name}_over_rules")
+            for name in ("cedar", "shadow", "budgets")
+        },
+        # Client CPU is steadier than latency on a shared machine: what the engine costs.
+        **{
+            f"{name}_client_cpu_over_rules": div(
+                get("policies", name, "client_cpu_ms_per_syscall"),
+                get("policies", "rules", "client_cpu_ms_per_syscall"),
+            )
+            for name in ("cedar", "shadow", "budgets")
+        },
     }
 
 

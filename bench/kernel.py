@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from arvis.bootstrap import Lifecycle, compose_lifecycle
 from arvis.domain.identity import Identity
 from arvis.domain.ids import PrincipalId, TenantId
+from arvis.lifecycle.budgets import Budgets
+from arvis.lifecycle.policy import ToolPolicy
 from arvis.lifecycle.recovery import RecoveryRuntime
 from arvis.lifecycle.results import Syscall
 from arvis.store.database import PgStore
@@ -64,12 +66,18 @@ class Kernel:
 
 
 @asynccontextmanager
-async def open_kernel(url: str, prefix: str) -> AsyncIterator[Kernel]:
-    """The composition the tests use (compose_lifecycle) on a migrated database."""
+async def open_kernel(
+    url: str, prefix: str, *, policy: ToolPolicy | None = None, budgets: Budgets | None = None
+) -> AsyncIterator[Kernel]:
+    """The composition the tests use (compose_lifecycle) on a migrated database, with the
+    default rules unless ``policy`` says otherwise, and no budgets unless given."""
     store = await PgStore.open(url)
     try:
         lifecycle = compose_lifecycle(
-            store=store, tools=builtin_tools(tempfile.mkdtemp(prefix="arvis-bench-sandbox-"))
+            store=store,
+            tools=builtin_tools(tempfile.mkdtemp(prefix="arvis-bench-sandbox-")),
+            policy=policy,
+            budgets=budgets,
         )
         # Like every admitting process, the kernel holds a lease and beats it (DESIGN §6).
         runtime = RecoveryRuntime(lifecycle.lease, lifecycle.sweeper, sweep_interval_s=3600)

@@ -70,6 +70,13 @@ def render(r: dict[str, Any]) -> str:
             )
         add("5 replay 10k-entry run", f"{g['replay']['seconds']:.3f} s")
         add("5 verify chain", f"{g['verify']['entries_per_s']:,} entries/s")
+    if pol := r.get("policies"):
+        for name in ("rules", "cedar", "shadow", "budgets"):
+            add(
+                f"10 kernel, policy {name}",
+                _lat(pol[name]["syscall"]),
+                f"{pol[name]['client_cpu_ms_per_syscall']:.2f} ms CPU/syscall",
+            )
     for name, value in (r.get("ratios") or {}).items():
         add(f"ratio {name}", "n/a" if value is None else f"{value}")
     for name, why in r.get("failures", {}).items():

@@ -17,7 +17,7 @@ from arvis.api.logs import configure_json_logging
 from arvis.api.metrics import ApiMetrics
 from arvis.api.middleware import AccessLog, BodyGuard, Deadline
 from arvis.api.problems import install_problem_handlers
-from arvis.api.routes import confirmations, resolutions, runs, syscalls, system
+from arvis.api.routes import budgets, confirmations, resolutions, runs, syscalls, system
 from arvis.api.tracing import TraceContext
 from arvis.bootstrap import Kernel, build_kernel
 from arvis.config import Environment, load_settings
@@ -91,7 +91,7 @@ def create_app(
         _serve_schema_to_keys(app)
     app.state.metrics = metrics
     install_problem_handlers(app)
-    for module in (syscalls, runs, resolutions, confirmations, system):
+    for module in (syscalls, runs, resolutions, confirmations, system, budgets):
         app.include_router(module.router)
     # MCP over streamable HTTP (arvis.mcp.server): bodies are bounded JSON like any
     # other, and every answer is one JSON response, so the middlewares below apply.

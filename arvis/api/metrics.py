@@ -2,11 +2,33 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from arvis.lifecycle.results import SyscallResult
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class ShadowDisagreements(Collector):
+    """``arvis_policy_shadow_disagreements_total{kind}``: the shadow policy's own counts
+    (arvis.lifecycle.shadow), read at scrape time; nothing when no shadow runs."""
+
+    def __init__(self) -> None:
+        self.counts: Mapping[str, int] | None = None
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            "arvis_policy_shadow_disagreements",
+            "Calls on which the shadow policy's verdict differed from the enforced one, by kind",
+            labels=("kind",),
+        )
+        for kind, count in sorted((self.counts or {}).items()):
+            family.add_metric((kind,), count)
+        yield family
 
 
 class ApiMetrics:
@@ -42,6 +64,8 @@ class ApiMetrics:
             "Runs flagged audit-incomplete (all tenants), as of the last scrape",
             registry=self.registry,
         )
+        self.shadow_disagreements = ShadowDisagreements()
+        self.registry.register(self.shadow_disagreements)
 
     def observe_phase(self, phase: str, seconds: float) -> None:
         """The lifecycle's phase observer: admission, dispatch, journal."""

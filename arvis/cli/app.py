@@ -11,6 +11,7 @@ import typer
 from arvis import __version__
 from arvis.cli import operators, runs, serve, serveturn, turn
 from arvis.cli.keys import keys_app
+from arvis.cli.policy import policy_app
 from arvis.cli.recover import recover
 
 app = typer.Typer(
@@ -23,6 +24,7 @@ app = typer.Typer(
 serve.register(app)
 app.command("serve-turn")(serveturn.serve_turn)
 app.add_typer(keys_app, name="keys")
+app.add_typer(policy_app, name="policy")
 runs.register(app)
 operators.register(app)
 app.command("recover")(recover)

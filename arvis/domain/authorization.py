@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
 from typing import Literal
 
@@ -28,6 +29,7 @@ class DenialReason(StrEnum):
     PLAN_UNAVAILABLE = "plan_unavailable"
     APPROVAL_STALE = "approval_stale"
     """The tool definition or the policy changed since the consent was asked."""
+    BUDGET_EXCEEDED = "budget_exceeded"
 
     @property
     def is_attempt(self) -> bool:
@@ -87,6 +89,30 @@ class PolicyDecision(BaseModel):
     """The terms of the consent, when one is required and the policy names them."""
     policy_version: str
     policy_digest: str
+    """The fingerprint of the policy in force (for Cedar: the policy set's)."""
+    policy_engine: str = "rules"
+    policy_ids: tuple[str, ...] = ()
+    """The rules or policies that decided: Cedar's ``@id`` annotations (else its policy
+    ids), a RulePolicy rule's name, or a built-in gate's."""
+
+    def record(self) -> PolicyRecord:
+        return PolicyRecord.model_construct(
+            engine=self.policy_engine,
+            version=self.policy_version,
+            digest=self.policy_digest,
+            policy_ids=self.policy_ids,
+        )
+
+
+class PolicyRecord(BaseModel):
+    """Which policy decided an attempt, as its journal entry keeps it."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    engine: str
+    version: str
+    digest: str
+    policy_ids: tuple[str, ...] = ()
 
 
 class DenialSnapshot(BaseModel):
@@ -100,6 +126,13 @@ class DenialSnapshot(BaseModel):
     idempotency_key: IdempotencyKey
     policy_version: str | None = None
     policy_digest: str | None = None
+    policy_engine: str | None = None
+    policy_ids: tuple[str, ...] = ()
+    """The policies (or rules, or gates) that refused, when a policy did."""
+    budget: str | None = None
+    """``budget_exceeded``: the budget that is spent."""
+    resets_at: datetime | None = None
+    """``budget_exceeded``: when the budget's window ends."""
 
 
 class AuthorizationSnapshot(BaseModel):
@@ -115,6 +148,8 @@ class AuthorizationSnapshot(BaseModel):
     attempt: int
     policy_version: str
     policy_digest: str
+    policy_engine: str = "rules"
+    policy_ids: tuple[str, ...] = ()
     confirmation_id: ConfirmationId | None = None
 
 

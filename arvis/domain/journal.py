@@ -28,7 +28,7 @@ from pydantic import (
     field_serializer,
 )
 
-from arvis.domain.authorization import DenialReason, DenialSnapshot
+from arvis.domain.authorization import DenialReason, DenialSnapshot, PolicyRecord
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.canonical import canonical_bytes
 from arvis.domain.context import AuthorizedEffectContext
@@ -103,6 +103,8 @@ class ExecutionArtifact(_Body):
     result: JsonValue = None
     problem: Problem | None = None
     retryable: bool = False
+    policy: PolicyRecord | None = None
+    """The policy that authorized the attempt and the ids that decided (revision 0007 on)."""
 
 
 class RefusalArtifact(_Body):
@@ -133,6 +135,8 @@ class RecoveryArtifact(_Body):
     problem: Problem
     recovered_from: str
     retryable: bool = False
+    policy: PolicyRecord | None = None
+    """The policy that authorized the attempt (revision 0007 on)."""
 
 
 class Decider(_Body):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from arvis.domain.artifacts import AuditReceipt, Intent
-from arvis.domain.authorization import DenialReason
+from arvis.domain.authorization import DenialReason, PolicyRecord
 from arvis.domain.clock import Clock
 from arvis.domain.errors import SerializationConflict
 from arvis.domain.identity import Identity
@@ -42,6 +42,7 @@ from arvis.lifecycle.authorization import (
     Proceed,
     Refuse,
     ToolAuthorizationService,
+    budget_refusal,
 )
 from arvis.lifecycle.effects import not_dispatched
 from arvis.lifecycle.errors import AttemptInFlight, InvalidReceipt
@@ -90,6 +91,8 @@ class Admitted:
     blocked: DispatchOutcome | None = None
     """Set when the attempt was admitted but must not run (its receipt failed the
     check after the commit): it is journaled with this outcome instead."""
+    policy: PolicyRecord | None = None
+    """The policy that authorized it and the ids that decided, for its journal entry."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,8 +215,14 @@ class AdmissionService:
 
     async def _proceed(
         self, request: AdmissionRequest, step: Proceed, lease: PlanLease, ids: Ids
-    ) -> Admitted | DecisionHistory | _Rebind:
+    ) -> SyscallResult | Admitted | DecisionHistory | _Rebind:
         snapshot = step.snapshot
+        policy = PolicyRecord.model_construct(
+            engine=snapshot.policy_engine,
+            version=snapshot.policy_version,
+            digest=snapshot.policy_digest,
+            policy_ids=snapshot.policy_ids,
+        )
         intent = Intent.model_construct(
             intent_id=ids.intent,
             context=snapshot.context,
@@ -235,12 +244,14 @@ class AdmissionService:
                 payload_text=request.payload.canonical.decode(),
                 reserve=step.reserve,
                 receipt=declared,
+                policy=policy,
+                charges=step.charges,
             )
         )
         if answer.status == "admitted":
             assert answer.receipt_position is not None
             if declared is not None:
-                return Admitted(intent, declared, lease)
+                return Admitted(intent, declared, lease, policy=policy)
             try:
                 receipt = self.outbox.builtin_receipt(intent, commitment, answer.receipt_position)
             except InvalidReceipt as exc:
@@ -253,8 +264,15 @@ class AdmissionService:
                     position=answer.receipt_position,
                     store_fingerprint=self.outbox.store_fingerprint,
                 )
-                return Admitted(intent, receipt, lease, not_dispatched(exc.code, exc.message))
-            return Admitted(intent, receipt, lease)
+                return Admitted(
+                    intent, receipt, lease, not_dispatched(exc.code, exc.message), policy
+                )
+            return Admitted(intent, receipt, lease, policy=policy)
+        if answer.status == "budget_exceeded":
+            # Nothing was written: the refusal is journaled like any other, on the
+            # history this attempt was decided on (the store checks it is still that).
+            assert answer.budget is not None
+            return await self._refuse(request, budget_refusal(step, answer.budget), ids)
         if answer.status == "plan_mismatch":
             assert answer.run_plan is not None
             return _Rebind(answer.run_plan)

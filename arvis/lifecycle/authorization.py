@@ -4,11 +4,11 @@
 and what the store knows of the decision's history, it applies DESIGN §4 in a
 fixed order — the causal id's binding, consent bound to its requester, the
 retry table, the tool in the run's plan, the payload against its schema, the
-sealed context, the policy with its capability and egress gates, and the
-consent gate — and answers one step. It reads nothing and writes nothing: the
-admission loop (:mod:`arvis.lifecycle.admission`) has the store write the step,
-and the store checks, atomically, that the history it was decided on is still
-the history.
+sealed context, the policy with its capability and egress gates, the
+consent gate, and the budgets the call would be charged to — and answers
+one step. It reads nothing and writes nothing: the admission loop
+(:mod:`arvis.lifecycle.admission`) has the store write the step, and the store
+checks, atomically, that the history it was decided on is still the history.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from arvis.domain.identity import Identity
 from arvis.domain.ids import CausalId, IdempotencyKey, InstanceId, PlanId, RunId
 from arvis.domain.payload import FrozenEffectPayload
 from arvis.domain.states import ConfirmationState
+from arvis.lifecycle.budgets import AmountProblem, BudgetCharge, Budgets
 from arvis.lifecycle.policy import ToolPolicy
 from arvis.lifecycle.ports import ConfirmationRecord, DecisionHistory
 from arvis.tools.plans import ToolPlan
@@ -65,6 +66,9 @@ class Proceed:
     snapshot: AuthorizationSnapshot
     confirmation: ConfirmationRecord | None
     """The consent the attempt acts under (APPROVED: reserve it; CONSUMED: re-check)."""
+    charges: tuple[BudgetCharge, ...] = ()
+    """What the attempt adds to each budget it is charged to, if each stays within its
+    limit (the store checks that, in the admitting statement)."""
 
     @property
     def reserve(self) -> bool:
@@ -117,9 +121,10 @@ AuthorizationStep = Proceed | Refuse | Deduplicated | InFlight | AwaitConsent
 
 
 class ToolAuthorizationService:
-    def __init__(self, policy: ToolPolicy, clock: Clock) -> None:
+    def __init__(self, policy: ToolPolicy, clock: Clock, budgets: Budgets | None = None) -> None:
         self.policy = policy
         self.clock = clock
+        self.budgets = budgets or Budgets()
         # Definitions are immutable and fingerprinted: compile each schema once.
         self._validators: dict[str, Draft202012Validator] = {}
 
@@ -128,7 +133,7 @@ class ToolAuthorizationService:
         key = request.idempotency_key
         definition = None if request.plan is None else request.plan.definitions.get(request.tool)
 
-        def refuse(reason: DenialReason, detail: str, **policy: str) -> Refuse:
+        def refuse(reason: DenialReason, detail: str, **policy: Any) -> Refuse:
             denial = DenialSnapshot(
                 reason=reason, detail=detail, tool=request.tool, idempotency_key=key, **policy
             )
@@ -178,15 +183,20 @@ class ToolAuthorizationService:
             plan_id=request.plan_id,
             instance_id=request.instance_id,
         )
+        now = self.clock.now()
         decision = self.policy.evaluate(
             context,
             definition,
             request.payload,
             destination=request.plan.destination(request.tool),
+            attempt=history.next_attempt,
+            now=now,
         )
         versions = {
             "policy_version": decision.policy_version,
             "policy_digest": decision.policy_digest,
+            "policy_engine": decision.policy_engine,
+            "policy_ids": decision.policy_ids,
         }
         if not decision.allowed:
             assert decision.reason is not None
@@ -212,6 +222,18 @@ class ToolAuthorizationService:
                 )
             if gate is not None:
                 return gate
+        charges: tuple[BudgetCharge, ...] = ()
+        if self.budgets:
+            charged = self.budgets.charges(
+                identity.tenant_id,
+                identity.principal_id,
+                definition.name,
+                request.payload.value,
+                now,
+            )
+            if isinstance(charged, AmountProblem):
+                return refuse(DenialReason.PAYLOAD_INVALID, charged.detail, **versions)
+            charges = charged
         snapshot = AuthorizationSnapshot.model_construct(
             context=context,
             tool=definition.name,
@@ -226,8 +248,10 @@ class ToolAuthorizationService:
             ),
             policy_version=decision.policy_version,
             policy_digest=decision.policy_digest,
+            policy_engine=decision.policy_engine,
+            policy_ids=decision.policy_ids,
         )
-        return Proceed(snapshot, confirmation if decision.consent_required else None)
+        return Proceed(snapshot, confirmation if decision.consent_required else None, charges)
 
     def schema_problem(self, definition: ToolDefinition, value: Any) -> str | None:
         validator = self._validators.get(definition.fingerprint)
@@ -288,6 +312,33 @@ def _stale(confirmation: ConfirmationRecord, in_force: tuple[str, str]) -> bool:
         confirmation.definition_fingerprint is not None
         and confirmation.definition_fingerprint != fingerprint
     ) or (confirmation.policy_digest is not None and confirmation.policy_digest != digest)
+
+
+def budget_refusal(step: Proceed, budget: str) -> Refuse:
+    """The refusal of an authorized attempt that the store found over ``budget``.
+
+    The policy allowed the call, so its snapshot's policy is recorded with the denial.
+    """
+    snapshot = step.snapshot
+    charge = next(c for c in step.charges if c.budget == budget)
+    return Refuse(
+        DenialSnapshot(
+            reason=DenialReason.BUDGET_EXCEEDED,
+            detail=(
+                f"budget {budget!r} ({charge.terms}) is spent; "
+                f"it resets at {charge.resets_at:%Y-%m-%dT%H:%M:%SZ}"
+            ),
+            tool=snapshot.tool,
+            idempotency_key=snapshot.idempotency_key,
+            policy_version=snapshot.policy_version,
+            policy_digest=snapshot.policy_digest,
+            policy_engine=snapshot.policy_engine,
+            policy_ids=snapshot.policy_ids,
+            budget=budget,
+            resets_at=charge.resets_at,
+        ),
+        snapshot.attempt,
+    )
 
 
 def _apply_retry_table(

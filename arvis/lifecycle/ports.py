@@ -13,12 +13,15 @@ must see one snapshot go through :meth:`~LifecycleStore.reading`.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from typing import Any, Literal, Protocol
 
 from arvis.domain.artifacts import AuditReceipt, Intent
+from arvis.domain.authorization import PolicyRecord
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.ids import (
     CapabilityId,
@@ -36,6 +39,7 @@ from arvis.domain.journal import (
     read_artifact,
 )
 from arvis.domain.states import ConfirmationState
+from arvis.lifecycle.budgets import BudgetCharge
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +196,8 @@ class InFlightAttempt:
     started: bool
     """The tool durably reported that its effect started."""
     payload_digest: str
+    policy: dict[str, Any] | None = None
+    """The :class:`PolicyRecord` of the decision that admitted it (revision 0007 on)."""
 
 
 # -- the write steps ---------------------------------------------------------
@@ -210,9 +216,16 @@ class Admission:
     """Reserve the intent's APPROVED confirmation for this attempt."""
     receipt: AuditReceipt | None
     """An external sink's receipt; None lets the store assign the next position."""
+    policy: PolicyRecord | None = None
+    """Which policy authorized it, kept on the attempt for its settling entry."""
+    charges: tuple[BudgetCharge, ...] = ()
+    """Budget charges, each applied only while its window stays within the limit;
+    none applied (and nothing admitted) when one does not fit."""
 
 
-AdmitStatus = Literal["admitted", "stale", "plan_mismatch", "causal_conflict", "receipt_reused"]
+AdmitStatus = Literal[
+    "admitted", "stale", "plan_mismatch", "causal_conflict", "receipt_reused", "budget_exceeded"
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +233,8 @@ class AdmitAnswer:
     status: AdmitStatus
     receipt_position: int | None
     run_plan: PlanId | None
+    budget: str | None = None
+    """``budget_exceeded``: the first charge that did not fit."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +278,9 @@ class JournalAppend:
     confirmation: ConfirmationChange | None = None
     flag: str | None = None
     """Flag the run audit-incomplete with this reason."""
+    release_budgets: bool = False
+    """With ``settle``: give back the budget charges of the settled attempt (its effect
+    provably did not start)."""
 
 
 AppendStatus = Literal[
@@ -358,6 +376,16 @@ class ApproveAnswer:
     entry: JournalEntry | None
 
 
+@dataclass(frozen=True, slots=True)
+class BudgetUsage:
+    """One window of one budget, for one scope of a tenant."""
+
+    budget: str
+    scope_key: str
+    window_start: datetime
+    used: Decimal
+
+
 class LifecycleReads(Protocol):
     """Reads inside one read-only snapshot (one transaction)."""
 
@@ -395,6 +423,12 @@ class LifecycleReads(Protocol):
         self, tenant_id: TenantId, run_id: RunId, key: str, attempt: int
     ) -> UncertainAttempt | None:
         """The attempt when it was journaled uncertain, resolved or not."""
+        ...
+
+    async def budget_usage(
+        self, tenant_id: TenantId, windows: Sequence[tuple[str, datetime]]
+    ) -> list[BudgetUsage]:
+        """The used amounts of the tenant's rows in the given (budget, window start)s."""
         ...
 
 

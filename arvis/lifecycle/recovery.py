@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from arvis.domain.authorization import PolicyRecord
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.clock import Clock
 from arvis.domain.context import AuthorizedEffectContext
@@ -203,6 +204,7 @@ def recovery_artifact(attempt: InFlightAttempt, store_fingerprint: str) -> Recov
             retryable=False,
         ),
         recovered_from=attempt.owner,
+        policy=None if attempt.policy is None else PolicyRecord.model_validate(attempt.policy),
     )
 
 

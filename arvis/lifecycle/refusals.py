@@ -14,7 +14,14 @@ from arvis.lifecycle.results import SyscallResult, result_from_entry
 # Refusals that depend on the run's plan (the tool in it, its schema, the policy
 # on its definition) bind the run, and its causal id, as admission would.
 _PLAN_BOUND_REFUSALS = frozenset(
-    {"unknown_tool", "payload_invalid", "policy_denied", "capability_denied", "egress_denied"}
+    {
+        "unknown_tool",
+        "payload_invalid",
+        "policy_denied",
+        "capability_denied",
+        "egress_denied",
+        "budget_exceeded",
+    }
 )
 
 

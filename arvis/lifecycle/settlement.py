@@ -120,6 +120,8 @@ class Settlement:
                 flag=f"the result of intent {intent.intent_id} was journaled late"
                 if late
                 else None,
+                # Nothing started: the attempt's budget charges are given back.
+                release_budgets=boundary.retry_is_free,
             )
         )
         if answer.status not in ("appended", "existing"):
@@ -250,6 +252,7 @@ def execution_artifact(admitted: Admitted, outcome: DispatchOutcome) -> Executio
         result=result,
         problem=problem,
         retryable=retryable,
+        policy=admitted.policy,
     )
 
 

@@ -22,9 +22,10 @@ from psycopg.rows import dict_row, tuple_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from arvis.domain.boundary import EffectBoundary
-from arvis.domain.errors import StoreUnavailable
+from arvis.domain.errors import IntegrityConflict, StoreUnavailable
 from arvis.domain.ids import IdempotencyKey, RunId, TenantId
 from arvis.domain.journal import artifact_text
+from arvis.lifecycle.budgets import charges_text
 from arvis.lifecycle.ports import (
     Admission,
     AdmitAnswer,
@@ -56,13 +57,15 @@ from arvis.store.reads import (
 # The two statements of a governed call (bench/floor.py times them alone too).
 ADMIT_SQL = (
     "SELECT out_status, out_receipt_position, out_run_plan FROM arvis_admit("
-    "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
 JOURNAL_SQL = (
     "SELECT out_status, out_position, out_prev_hash, out_entry_hash FROM arvis_journal("
     "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
-    " %s, %s)"
+    " %s, %s, %s)"
 )
+# arvis_admit raises it when a budget charge does not fit (arvis/store/sql/arvis_admit.sql).
+BUDGET_EXCEEDED_STATE = "AR010"
 CONSENT_SQL = (
     "SELECT out_status, out_confirmation_id, out_run_plan FROM arvis_request_consent("
     "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
@@ -120,7 +123,8 @@ MARK_STARTED_SQL = (
 _ATTEMPT_COLUMNS = (
     "a.tenant_id, a.idempotency_key, a.attempt, a.run_id, a.causal_id, a.tool, a.plan_id,"
     " a.intent_id, a.capability_id, a.commitment, a.receipt_position, a.context, a.owner,"
-    " a.confirmation_id, a.admitted_at, a.started_at IS NOT NULL AS started, d.payload_digest"
+    " a.confirmation_id, a.admitted_at, a.started_at IS NOT NULL AS started, d.payload_digest,"
+    " a.policy"
     " FROM attempts a JOIN decisions d"
     " ON d.tenant_id = a.tenant_id AND d.run_id = a.run_id AND d.causal_id = a.causal_id"
 )
@@ -239,28 +243,37 @@ class PgOperations:
         intent = admission.intent
         context = intent.context
         receipt = admission.receipt
-        status, position, plan = await self._row(
-            ADMIT_SQL,
-            (
-                context.tenant_id,
-                context.run_id,
-                intent.plan_id,
-                context.causal_id,
-                intent.idempotency_key,
-                intent.tool,
-                intent.payload.digest,
-                intent.attempt,
-                intent.intent_id,
-                intent.capability_id,
-                admission.payload_text,
-                admission.commitment,
-                context.model_dump_json(),
-                context.instance_id,
-                intent.confirmation_id,
-                admission.reserve,
-                None if receipt is None else receipt.position,
-            ),
+        policy = admission.policy
+        params = (
+            context.tenant_id,
+            context.run_id,
+            intent.plan_id,
+            context.causal_id,
+            intent.idempotency_key,
+            intent.tool,
+            intent.payload.digest,
+            intent.attempt,
+            intent.intent_id,
+            intent.capability_id,
+            admission.payload_text,
+            admission.commitment,
+            context.model_dump_json(),
+            context.instance_id,
+            intent.confirmation_id,
+            admission.reserve,
+            None if receipt is None else receipt.position,
+            None if policy is None else policy.model_dump_json(),
+            charges_text(admission.charges),
         )
+        try:
+            status, position, plan = await self._row(ADMIT_SQL, params)
+        except IntegrityConflict as exc:
+            budget = _spent_budget(exc)
+            if budget is None:
+                raise
+            return AdmitAnswer(
+                status="budget_exceeded", receipt_position=None, run_plan=None, budget=budget
+            )
         return AdmitAnswer(status=status, receipt_position=position, run_plan=plan)
 
     async def journal(self, append: JournalAppend) -> AppendAnswer:
@@ -296,6 +309,7 @@ class PgOperations:
                 None if change is None else change.decided_by,
                 None if change is None else change.reason,
                 append.flag,
+                append.release_budgets,
             ),
         )
         if position is None:
@@ -521,6 +535,15 @@ class PgOperations:
 
     async def release_lease(self, name: str, holder: str) -> None:
         await self._count(RELEASE_LEASE_SQL, (name, holder))
+
+
+def _spent_budget(error: IntegrityConflict) -> str | None:
+    """The budget ``arvis_admit`` found spent, when that is what ``error`` is."""
+    cause = error.__cause__
+    if not isinstance(cause, psycopg.Error) or cause.sqlstate != BUDGET_EXCEEDED_STATE:
+        return None
+    diag = cause.diag.message_detail
+    return diag if isinstance(diag, str) else None
 
 
 _KIND = {

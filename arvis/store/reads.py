@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -15,6 +15,7 @@ from arvis.domain.ids import ConfirmationId, RunId, TenantId
 from arvis.domain.states import ConfirmationState
 from arvis.lifecycle.ports import (
     Approval,
+    BudgetUsage,
     ChainRow,
     ConfirmationRecord,
     JournalEntry,
@@ -113,6 +114,14 @@ def _approval(item: Mapping[str, Any]) -> Approval:
     )
 
 
+_BUDGET_USAGE = (
+    "SELECT u.budget, u.scope_key, u.window_start, u.used FROM budget_usage u"
+    " JOIN unnest(%s::text[], %s::timestamptz[]) AS w(budget, window_start)"
+    " ON w.budget = u.budget AND w.window_start = u.window_start"
+    " WHERE u.tenant_id = %s ORDER BY u.budget, u.scope_key"
+)
+
+
 def confirmation_from(row: Mapping[str, Any]) -> ConfirmationRecord:
     return ConfirmationRecord(
         confirmation_id=row["confirmation_id"],
@@ -203,3 +212,12 @@ class PgReads:
         await cursor.execute(_UNCERTAIN, (tenant_id, key, attempt, run_id))
         row = await cursor.fetchone()
         return None if row is None else uncertain_from(row)
+
+    async def budget_usage(
+        self, tenant_id: TenantId, windows: Sequence[tuple[str, datetime]]
+    ) -> list[BudgetUsage]:
+        cursor = self._conn.cursor(row_factory=dict_row)
+        names = [name for name, _ in windows]
+        starts = [start for _, start in windows]
+        await cursor.execute(_BUDGET_USAGE, (names, starts, tenant_id))
+        return [BudgetUsage(**row) for row in await cursor.fetchall()]

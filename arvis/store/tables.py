@@ -20,6 +20,7 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    Numeric,
     PrimaryKeyConstraint,
     Table,
     Text,
@@ -136,6 +137,10 @@ attempts = Table(
     Column("admitted_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     # The tool reported that its effect started (DESIGN §1, EFFECT_STARTED).
     Column("started_at", DateTime(timezone=True)),
+    # Which policy authorized it, and what it was charged to each budget (revision
+    # 0007): the settling entry records the one and gives back the other.
+    Column("policy", JSONB),
+    Column("budgets", JSONB),
     PrimaryKeyConstraint("tenant_id", "idempotency_key"),
     ForeignKeyConstraint(
         ["tenant_id", "run_id", "causal_id"],
@@ -336,4 +341,22 @@ api_keys = Table(
         "cardinality(roles) >= 1 AND roles <@ ARRAY['agent','approver','auditor','admin']::text[]",
         name="roles_known",
     ),
+)
+
+# Durable budgets (revision 0007): one row per (tenant, budget, scope, window), its use
+# raised by the admitting statement only while it stays within the limit (a
+# conditional upsert) and lowered by the entry that settles an attempt that did not start.
+budget_usage = Table(
+    "budget_usage",
+    metadata,
+    Column("tenant_id", Text, nullable=False),
+    Column("budget", Text, nullable=False),
+    # The scope within the tenant as canonical JSON: {} or {"principal": …, "tool": …}.
+    Column("scope_key", Text, nullable=False),
+    Column("window_start", DateTime(timezone=True), nullable=False),
+    Column("used", Numeric, nullable=False, server_default=text("0")),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    PrimaryKeyConstraint("tenant_id", "budget", "scope_key", "window_start"),
+    _tenant_check(),
+    CheckConstraint("used >= 0", name="used_natural"),
 )

@@ -17,7 +17,8 @@ from arvis.bootstrap import Lifecycle, compose_lifecycle
 from arvis.domain.definitions import Effect, ReplaySafety, ToolDefinition
 from arvis.domain.identity import Identity
 from arvis.domain.ids import ConfirmationId, InstanceId, PrincipalId, TenantId
-from arvis.lifecycle.policy import PolicyConfig, RulePolicy
+from arvis.lifecycle.budgets import BudgetConfig, Budgets
+from arvis.lifecycle.policy import PolicyConfig, RulePolicy, ToolPolicy
 from arvis.lifecycle.ports import AuditSink, LifecycleStore
 from arvis.lifecycle.results import Syscall, SyscallResult
 from arvis.lifecycle.syscalls import SyscallTracer
@@ -200,6 +201,8 @@ class Harness:
     clock: FakeClock
     url: str
     policy: PolicyConfig = field(default_factory=PolicyConfig)
+    tool_policy: ToolPolicy | None = None
+    budgets: Sequence[BudgetConfig] = ()
     run_id: str = field(default_factory=lambda: f"run-{next(_causal)}")
     _cleanups: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
@@ -300,9 +303,13 @@ async def make_harness(
     wrap_store: Callable[[LifecycleStore], LifecycleStore] | None = None,
     clock: FakeClock | None = None,
     tracer: SyscallTracer | None = None,
+    tool_policy: ToolPolicy | None = None,
+    budgets: Sequence[BudgetConfig] = (),
 ) -> Harness:
     """A lifecycle over ``database_url``; ``clock`` is shared with another harness
-    when both stand for processes on one machine; ``tracer`` traces its syscalls."""
+    when both stand for processes on one machine; ``tracer`` traces its syscalls.
+    ``tool_policy`` replaces the rule policy of ``policy`` (a Cedar or shadow policy);
+    ``budgets`` are charged."""
     store = await PgStore.open(database_url)
     clock = clock or FakeClock()
     tools = standard_tools() if tools is None else tools
@@ -310,7 +317,7 @@ async def make_harness(
     lifecycle = compose_lifecycle(
         store=store,
         tools=[*tools.values(), *extra_tools],
-        policy=RulePolicy(policy),
+        policy=tool_policy or RulePolicy(policy),
         clock=clock,
         instance_id=InstanceId(instance_id),
         audit_sink=None if audit_sink is None else audit_sink(store.fingerprint),
@@ -320,12 +327,20 @@ async def make_harness(
         production=production,
         lifecycle_store=None if wrap_store is None else wrap_store(store.ops),
         tracer=tracer,
+        budgets=Budgets(budgets),
     )
     assert make_url(database_url).database
     if claim_lease:
         await lifecycle.lease.claim()
     return Harness(
-        store=store, lifecycle=lifecycle, tools=tools, clock=clock, url=database_url, policy=policy
+        store=store,
+        lifecycle=lifecycle,
+        tools=tools,
+        clock=clock,
+        url=database_url,
+        policy=policy,
+        tool_policy=tool_policy,
+        budgets=budgets,
     )
 
 
@@ -356,6 +371,8 @@ async def attempt_then_crash(
         policy=harness.policy,
         instance_id=f"doomed-{next(_doomed)}",
         clock=harness.clock,
+        tool_policy=harness.tool_policy,
+        budgets=harness.budgets,
     )
     task = asyncio.create_task(
         doomed.execute(tool, payload, causal_id=causal_id, run_id=harness.run_id, identity=identity)

@@ -30,6 +30,7 @@ from arvis.domain.ids import (
 from arvis.domain.payload import freeze_payload
 from arvis.domain.states import ConfirmationState
 from arvis.lifecycle.authorization import AdmissionRequest, ToolAuthorizationService
+from arvis.lifecycle.budgets import BudgetConfig, Budgets
 from arvis.lifecycle.policy import PolicyConfig, RulePolicy, TenantRules
 from arvis.lifecycle.ports import ConfirmationRecord, DecisionHistory, LatestAttempt
 from arvis.tools.base import Reporter, ToolInvocation, ToolResult
@@ -169,9 +170,24 @@ POLICY = RulePolicy(
 )
 
 
-def authorization(clock: FixedClock | None = None) -> ToolAuthorizationService:
-    """The real service on :data:`POLICY` and a fixed clock."""
-    return ToolAuthorizationService(POLICY, clock or FixedClock())
+BUDGETS = Budgets(
+    [
+        BudgetConfig.model_validate(
+            {"name": "puts", "limit": 20, "per": "1d", "tools": [PUT], "scope": ["principal"]}
+        ),
+        BudgetConfig.model_validate(
+            {"name": "amounts", "limit": "500.00", "per": "1h", "tools": [PUT], "field": "amount"}
+        ),
+    ]
+)
+"""Two budgets on :data:`PUT`: its calls per principal per day, and its ``amount`` per hour."""
+
+
+def authorization(
+    clock: FixedClock | None = None, budgets: Budgets | None = None
+) -> ToolAuthorizationService:
+    """The real service on :data:`POLICY` and a fixed clock (and ``budgets``, if any)."""
+    return ToolAuthorizationService(POLICY, clock or FixedClock(), budgets)
 
 
 def request(

@@ -9,6 +9,7 @@ from arvis.api.metrics import ApiMetrics
 from arvis.api.problems import problem, problem_responses
 from arvis.api.schemas import ToolOut, ToolsOut
 from arvis.domain.errors import StoreUnavailable
+from arvis.lifecycle.shadow import ShadowPolicy
 from arvis.tools.describe import describe_tool
 
 router = APIRouter()
@@ -56,6 +57,9 @@ async def metrics(_: AdminIdentity, kernel: KernelDep, request: Request) -> Resp
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
     collected: ApiMetrics = request.app.state.metrics
+    policy = kernel.lifecycle.policy
+    if isinstance(policy, ShadowPolicy):
+        collected.shadow_disagreements.counts = policy.disagreements
     try:
         collected.audit_incomplete_runs.set(await kernel.audit_incomplete_runs())
     except StoreUnavailable:

@@ -54,6 +54,7 @@ FUNCTIONS = (
 _TENANT = "CONSTRAINT ck_{table}_tenant_present CHECK (tenant_id <> '')"
 
 
+# Functions a later revision changed: this revision installs its own text, frozen.
 _FROZEN = _MIGRATIONS / "sql" / "0005"
 
 

@@ -41,6 +41,17 @@ depends_on: str | Sequence[str] | None = None
 _MIGRATIONS = Path(__file__).resolve().parents[1]
 _CURRENT = _MIGRATIONS.parent / "store" / "sql"
 _FROZEN_0005 = _MIGRATIONS / "sql" / "0005"
+# Functions a later revision changed: this revision installs its own text, frozen.
+_FROZEN = _MIGRATIONS / "sql" / "0006"
+
+
+def function_text(name: str) -> Path:
+    """This revision's text of ``name``: frozen under sql/0006/ once a later revision
+    changed it (0007 changed arvis_admit), else the current file."""
+    frozen = _FROZEN / f"{name}.sql"
+    return frozen if frozen.is_file() else _CURRENT / f"{name}.sql"
+
+
 # The functions this revision installs or replaces, in dependency order.
 FUNCTIONS = (
     "arvis_admit",
@@ -156,7 +167,7 @@ def upgrade() -> None:
         ON CONFLICT DO NOTHING""")
     op.execute(f"DROP FUNCTION {_OLD_CONSENT}")
     for name in FUNCTIONS:
-        _execute_file(_CURRENT / f"{name}.sql")
+        _execute_file(function_text(name))
     op.execute("""
         CREATE TRIGGER tr_journal_entries_notify AFTER INSERT ON journal_entries
         FOR EACH ROW WHEN (NEW.kind = 'resolution'

@@ -10,6 +10,11 @@
 --                       p_confirmation_from (with who decided, why and when); with
 --                       p_confirmation_strict, no such confirmation means 'stale'
 --   p_flag              flag the run audit-incomplete with this reason
+--   p_release_budgets   with p_settle: give back the budget charges the settled
+--                       attempt's row carries (Python decided its effect provably
+--                       did not start); once, since the row is deleted once. It
+--                       defaults to false, so the callers of revision 0006
+--                       (arvis_resolve, arvis_approve) keep their call
 -- Answers:
 --   'appended'          out_* describe the new entry
 --   'existing'          the same result of this attempt is journaled already: out_*
@@ -26,6 +31,7 @@ CREATE OR REPLACE FUNCTION arvis_journal(
     p_payload text,
     p_confirmation text, p_confirmation_from text[], p_confirmation_to text,
     p_confirmation_strict boolean, p_decided_by text, p_reason text, p_flag text,
+    p_release_budgets boolean DEFAULT false,
     OUT out_status text, OUT out_position bigint, OUT out_prev_hash text,
     OUT out_entry_hash text
 ) LANGUAGE plpgsql AS $$
@@ -33,6 +39,8 @@ DECLARE
     v_bound text;
     v_old record;
     v_length bigint;
+    v_budgets jsonb;
+    v_charge record;
 BEGIN
     IF p_bind_decision THEN
         SELECT b.out_status INTO v_bound
@@ -67,10 +75,24 @@ BEGIN
         END IF;
         IF p_settle THEN
             DELETE FROM attempts
-             WHERE tenant_id = p_tenant AND idempotency_key = p_key AND attempt = p_attempt;
+             WHERE tenant_id = p_tenant AND idempotency_key = p_key AND attempt = p_attempt
+            RETURNING budgets INTO v_budgets;
             IF NOT FOUND THEN
                 out_status := 'conflict';
                 RETURN;
+            END IF;
+            IF p_release_budgets AND v_budgets IS NOT NULL THEN
+                -- In the order admission took these rows' locks.
+                FOR v_charge IN
+                    SELECT c.budget, c.scope, c.window_start, c.amount
+                      FROM jsonb_to_recordset(v_budgets) AS c(budget text, scope text,
+                           window_start timestamptz, amount numeric)
+                     ORDER BY c.budget, c.scope
+                LOOP
+                    UPDATE budget_usage SET used = used - v_charge.amount, updated_at = now()
+                     WHERE tenant_id = p_tenant AND budget = v_charge.budget
+                       AND scope_key = v_charge.scope AND window_start = v_charge.window_start;
+                END LOOP;
             END IF;
         ELSIF EXISTS (SELECT 1 FROM attempts
                        WHERE tenant_id = p_tenant AND idempotency_key = p_key)

@@ -12,6 +12,7 @@ import pytest
 from arvis.bootstrap import parse_audit_config
 from arvis.config import FileConfig
 from arvis.domain.errors import ConfigurationError
+from arvis.lifecycle.budgets import parse_budgets_config
 from arvis.lifecycle.notify import load_notifications
 from arvis.lifecycle.policy import parse_confirmations_config, parse_policy_config
 from arvis.lifecycle.resolution import parse_reconcile_config
@@ -34,6 +35,12 @@ def test_the_documented_arvis_toml_validates_section_by_section() -> None:
     assert tools.http[0].name == "tickets.create"
     assert policy.version == "2026-11-30"
     assert policy.tenants["acme"].allow_capabilities == ["process.execute"]
+    assert policy.engine == "rules"
+    budgets = parse_budgets_config(config.budgets)
+    assert [(b.name, b.field, b.scope) for b in budgets] == [
+        ("charges-per-principal", None, ["principal"]),
+        ("daily-spend", "amount", []),
+    ]
     assert parse_confirmations_config(config.confirmations).ttl_s == 86400
     assert parse_confirmations_config(config.confirmations).allow_self_approval is False
     assert parse_audit_config(config.audit).sink is None

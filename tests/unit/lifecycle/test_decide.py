@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from decimal import Decimal
 
 import pytest
 
@@ -26,10 +27,13 @@ from arvis.lifecycle.authorization import (
     InFlight,
     Proceed,
     Refuse,
+    budget_refusal,
 )
+from arvis.lifecycle.budgets import BudgetConfig, Budgets
 from arvis.lifecycle.ports import NEW_DECISION, DecisionHistory
 from tests.support.rules import (
     AGENT,
+    BUDGETS,
     FOREIGN_AGENT,
     NOW,
     OTHER_AGENT,
@@ -319,6 +323,14 @@ class Case:
     make: Callable[[], tuple[AdmissionRequest, History]]
     attempt: int | None
     """The attempt number the refusal takes after attempt 2, or None: not an attempt."""
+    decide: Callable[[AdmissionRequest, History], AuthorizationStep] = decide
+
+
+def _over_budget(req: AdmissionRequest, history: History) -> AuthorizationStep:
+    """What admission refuses when the store finds the authorized attempt over a budget."""
+    step = authorization(budgets=BUDGETS).decide(req, history.build())
+    assert isinstance(step, Proceed), step
+    return budget_refusal(step, "puts")
 
 
 def _after_two(req: AdmissionRequest, boundary: EffectBoundary = B.EFFECT_NOT_STARTED) -> History:
@@ -379,6 +391,12 @@ CASES = [
         lambda req: History(req).bound_to(IdempotencyKey("f" * 64)),
         None,
     ),
+    Case(
+        R.BUDGET_EXCEEDED,
+        lambda: (req := request(PUT), _after_two(req)),
+        3,
+        _over_budget,
+    ),
     _case(
         R.IDENTITY_MISMATCH,
         lambda: request(SEND),
@@ -396,7 +414,7 @@ def test_every_refusal_reason_has_a_case() -> None:
 @pytest.mark.parametrize("case", CASES, ids=[case.reason.value for case in CASES])
 def test_a_refusal_takes_the_next_attempt_number_only_when_it_is_an_attempt(case: Case) -> None:
     req, history = case.make()
-    step = refused(decide(req, history), case.reason, case.attempt)
+    step = refused(case.decide(req, history), case.reason, case.attempt)
     assert case.reason.is_attempt is (case.attempt is not None)
     assert step.denial.tool == req.tool
     assert step.denial.idempotency_key == req.idempotency_key
@@ -505,3 +523,82 @@ def test_approval_terms_of_the_policy_go_with_the_consent_request() -> None:
     assert isinstance(step, AwaitConsent)
     assert step.terms == terms
     assert step.policy_digest == policy.digest
+
+
+# -- budgets -------------------------------------------------------------------------------
+
+
+def test_an_authorized_attempt_carries_its_budget_charges_in_lock_order() -> None:
+    req = request(PUT, {"amount": 7})
+    step = proceeds(authorization(budgets=BUDGETS).decide(req, NEW_DECISION), req, 1)
+    charges = [(c.budget, c.scope_key, c.amount, c.window_start, c.resets_at) for c in step.charges]
+    day, hour = NOW.replace(hour=0), NOW.replace(minute=0)
+    assert charges == [
+        ("amounts", "{}", 7, hour, hour + timedelta(hours=1)),
+        ("puts", '{"principal":"agent-7"}', 1, day, day + timedelta(days=1)),
+    ]
+
+
+def test_a_tool_no_budget_names_is_charged_nothing() -> None:
+    req = request(READ)
+    assert proceeds(authorization(budgets=BUDGETS).decide(req, NEW_DECISION), req, 1).charges == ()
+
+
+def test_a_deduplicated_post_is_charged_nothing() -> None:
+    req = request(PUT)
+    history = History(req).after(B.EFFECT_COMPLETED)
+    assert isinstance(authorization(budgets=BUDGETS).decide(req, history.build()), Deduplicated)
+
+
+COSTS = Budgets([BudgetConfig(name="costs", limit=Decimal(10), per="1h", field="order.cost")])
+
+
+@pytest.mark.parametrize(
+    ("payload", "why"),
+    [
+        ({"note": "n"}, "has no field 'order.cost'"),
+        ({"order": {"cost": "5"}}, "is not a number"),
+        ({"order": {"cost": True}}, "is not a number"),
+        ({"order": {"cost": -0.5}}, "is negative"),
+        ({"order": [1]}, "has no field"),
+    ],
+)
+def test_a_payload_a_budget_cannot_count_is_refused_naming_the_budget(
+    payload: dict[str, object], why: str
+) -> None:
+    step = refused(
+        authorization(budgets=COSTS).decide(request(READ, payload), NEW_DECISION),
+        R.PAYLOAD_INVALID,
+        1,
+    )
+    assert step.denial.detail.startswith("budget 'costs' counts it: ")
+    assert why in step.denial.detail
+
+
+def test_an_amount_is_counted_exactly() -> None:
+    req = request(READ, {"order": {"cost": 0.1}})
+    step = proceeds(authorization(budgets=COSTS).decide(req, NEW_DECISION), req, 1)
+    assert step.charges[0].amount == Decimal("0.1")
+
+
+def test_a_refusal_over_budget_names_it_its_reset_and_the_policy_that_allowed() -> None:
+    req = request(PUT)
+    step = authorization(budgets=BUDGETS).decide(req, NEW_DECISION)
+    assert isinstance(step, Proceed)
+    denial = budget_refusal(step, "puts").denial
+    assert denial.budget == "puts"
+    assert denial.resets_at == NOW.replace(hour=0) + timedelta(days=1)
+    assert denial.detail == (
+        "budget 'puts' (at most 20 calls per principal per 1d) is spent; "
+        "it resets at 2026-12-01T00:00:00Z"
+    )
+    assert (denial.policy_version, denial.policy_digest) == (POLICY.version, POLICY.digest)
+
+
+def test_the_rules_name_the_rule_that_decided() -> None:
+    denial = refused(decide(request(PURGE), NEW_DECISION), R.POLICY_DENIED, 1).denial
+    assert denial.policy_ids == ("default.deny_tools",)
+    assert denial.policy_engine == "rules"
+    req = request(ROTATE)
+    step = proceeds(decide(req, History(req).with_consent(S.APPROVED)), req, 1)
+    assert step.snapshot.policy_ids == ("default.consent_tools",)
