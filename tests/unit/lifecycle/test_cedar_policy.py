@@ -9,7 +9,7 @@ from typing import Any
 import cedarpy
 import pytest
 
-from arvis.domain.authorization import DenialReason
+from arvis.domain.authorization import ApprovalTerms, DenialReason
 from arvis.domain.definitions import Effect, ReplaySafety, ToolDefinition
 from arvis.lifecycle.authorization import (
     AuthorizationStep,
@@ -20,7 +20,7 @@ from arvis.lifecycle.authorization import (
 )
 from arvis.lifecycle.cedar import CedarPolicy
 from arvis.lifecycle.cedar.engine import CEDAR_INPUT
-from arvis.lifecycle.policy import CAPABILITY_GATE, EGRESS_GATE
+from arvis.lifecycle.policy import CAPABILITY_GATE, EGRESS_GATE, TenantRules
 from arvis.lifecycle.ports import NEW_DECISION
 from arvis.tools.dispatcher import ToolDispatcher
 from arvis.tools.plans import ToolPlan, derive_plan_id
@@ -100,6 +100,21 @@ def test_a_consent_permit_asks_for_consent_even_beside_a_plain_permit(tmp_path: 
     )
     assert isinstance(decide(policy, PUT, {"amount": 500}), AwaitConsent)
     assert allowed(decide(policy, PUT, {"amount": 5})).snapshot.policy_ids == ("everyone",)
+
+
+def test_a_consent_permit_freezes_the_tenants_approval_terms_onto_the_request(
+    tmp_path: Path,
+) -> None:
+    terms = ApprovalTerms(approvers=("payments-leads",), quorum=2, ttl_s=600)
+    rules = TenantRules(egress_hosts=["api.example.com"], approvals={PUT: terms})
+    consent = '@id("puts")\n@consent("required")\npermit (principal, action, resource);'
+    step = decide(cedar_policy(tmp_path / "ask", consent, rules=rules), PUT)
+    assert isinstance(step, AwaitConsent)
+    assert step.terms == terms
+    # The terms say who may approve, never whether to ask: a plain permit just allows.
+    assert isinstance(
+        decide(cedar_policy(tmp_path / "plain", PERMIT_ALL, rules=rules), PUT), Proceed
+    )
 
 
 def test_the_mutating_unsafe_default_rule_is_the_policys_to_say(tmp_path: Path) -> None:
