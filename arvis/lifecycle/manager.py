@@ -35,6 +35,7 @@ from arvis.lifecycle.ports import (
 )
 
 _USABLE = (ConfirmationState.PENDING, ConfirmationState.APPROVED)
+_APPROVED_ALREADY = (ConfirmationState.APPROVED, ConfirmationState.CONSUMED)
 # A quorum's approvals are decided on what was read; a concurrent approval makes the
 # read stale, and the approval is decided again on the fresh one.
 _ROUNDS = 4
@@ -72,6 +73,10 @@ class ToolManager:
         distinct approvals is met; each is journaled with the approver's identity."""
         for _ in range(_ROUNDS):
             current = await self._usable(approver, confirmation_id)
+            mine = any(a.principal_id == approver.principal_id for a in current.approvals)
+            if mine and current.state in _APPROVED_ALREADY:
+                # A retried approval whose answer was lost: it stands, say exactly that.
+                raise AlreadyApproved(f"{approver.principal_id} has approved this already")
             if current.state is not ConfirmationState.PENDING:
                 raise ConfirmationStateConflict(
                     f"confirmation {confirmation_id} is {current.state}; cannot be approved"
@@ -83,7 +88,7 @@ class ToolManager:
                     "the requester of this action may not approve it; another approver must"
                 )
             self._check_group(approver, current)
-            if any(a.principal_id == approver.principal_id for a in current.approvals):
+            if mine:
                 raise AlreadyApproved(f"{approver.principal_id} has approved this already")
             count = len(current.approvals) + 1
             met = count >= current.quorum

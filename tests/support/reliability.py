@@ -242,8 +242,8 @@ class PatientAgent:
                 continue
             if response.status_code == 200:
                 return
-            if response.status_code == 409:  # approved already: our answer was lost
-                return
+            if (response.status_code, _code(response)) == (409, "already_approved"):
+                return  # our approval stands; its answer was lost
             if response.status_code == 503:
                 await asyncio.sleep(0.1)
                 continue

@@ -70,6 +70,8 @@ async def test_a_quorum_of_two_needs_two_distinct_approvers_of_its_group(harness
     assert second.decided_by.startswith("lead-b")
     with pytest.raises(ConfirmationStateConflict):
         await manager.approve(LEAD_C, cid)  # past the quorum
+    with pytest.raises(AlreadyApproved):
+        await manager.approve(LEAD_B, cid)  # a retry whose answer was lost: it stands
 
     ran = await harness.execute("append", PAYLOAD, causal_id="c-q")
     assert ran.outcome == "executed"
