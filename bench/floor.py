@@ -94,6 +94,9 @@ class Statements:
         '"result":{"n":1,"text":"hello"},"retryable":false,"tool":"echo"}'
     )
 
+    # Which policy decided, as admission records it on the attempt (no budgets apply).
+    POLICY = '{"engine":"rules","version":"v1","digest":"' + "e" * 64 + '","policy_ids":[]}'
+
     def __init__(self, url: str) -> None:
         self.conn = psycopg.connect(libpq_url(url), autocommit=True, prepare_threshold=0)
         self.conn.execute(
@@ -138,6 +141,8 @@ class Statements:
                     None,
                     False,
                     None,
+                    self.POLICY,
+                    None,
                 ),
             )
             if (row := admitted.fetchone()) is None or row[0] != "admitted":
@@ -169,6 +174,7 @@ class Statements:
                     None,
                     None,
                     None,
+                    False,
                 ),
             )
             if (row := journaled.fetchone()) is None or row[0] != "appended":
