@@ -87,7 +87,7 @@ class Checkpointer:
         self.witness = witness
         self._monotonic = monotonic
         self._unsigned: dict[tuple[str, str], _Head] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[int]] = set()
 
     def note(self, entry: JournalEntry) -> None:
         """An entry was appended (called by the store; must not block)."""
