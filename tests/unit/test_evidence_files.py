@@ -55,3 +55,33 @@ def test_the_file_witness_rotates_by_size_and_keeps_every_line_in_order(tmp_path
     assert all(f.stat().st_size < 4096 + 400 for f in files)
     lengths = [record["length"] for _, _, record in read_witness(path)]
     assert lengths == list(range(1, 61))
+
+
+@pytest.mark.parametrize(
+    ("status", "fails"), [(200, False), (204, False), (500, True), (404, True)]
+)
+def test_the_http_witness_posts_each_record_and_fails_on_anything_but_2xx(
+    status: int, fails: bool
+) -> None:
+    import httpx
+
+    from arvis.evidence.witness import HttpWitness
+
+    seen: list[bytes] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request.content)
+        return httpx.Response(status)
+
+    async def post() -> None:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as client:
+            await HttpWitness("https://witness.test/", 1.0, client).witness_checkpoint(
+                _checkpoint(3)
+            )
+
+    if fails:
+        with pytest.raises(OSError, match=str(status)):
+            asyncio.run(post())
+    else:
+        asyncio.run(post())
+    assert b'"type":"checkpoint"' in seen[0]
