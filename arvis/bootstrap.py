@@ -30,17 +30,19 @@ from arvis.config import (
 from arvis.domain.clock import Clock
 from arvis.domain.errors import ArvisError, ConfigurationError
 from arvis.domain.ids import InstanceId
+from arvis.evidence.setup import Evidence, load_evidence
 from arvis.lifecycle.admission import AdmissionService
 from arvis.lifecycle.authorization import ToolAuthorizationService
 from arvis.lifecycle.budget_report import BudgetReports
 from arvis.lifecycle.budgets import Budgets, parse_budgets_config
+from arvis.lifecycle.checkpoints import Checkpointer
 from arvis.lifecycle.clock import SystemClock
 from arvis.lifecycle.effects import EffectDispatcher
 from arvis.lifecycle.engines import build_policy
 from arvis.lifecycle.lease import InstanceLease
 from arvis.lifecycle.manager import ToolManager
 from arvis.lifecycle.notify import NotificationDeliverer, load_notifications
-from arvis.lifecycle.outbox import IntentOutboxService
+from arvis.lifecycle.outbox import IntentOutboxService, IntentWitness
 from arvis.lifecycle.policy import (
     RulePolicy,
     ToolPolicy,
@@ -60,6 +62,7 @@ from arvis.lifecycle.settlement import Settlement
 from arvis.lifecycle.syscalls import PhaseObserver, SyscallHandler, SyscallTracer
 from arvis.mcp.pool import McpUpstreams
 from arvis.store.audit import AuditHost, PgPlanStore
+from arvis.store.checkpoints import PgCheckpoints
 from arvis.store.database import PgStore, resolve_database
 from arvis.store.keys import PgKeyStore
 from arvis.store.outbox import PgOutbox
@@ -115,6 +118,7 @@ def compose_lifecycle(
     reconcile: ReconcileSettings | None = None,
     tracer: SyscallTracer | None = None,
     budgets: Budgets | None = None,
+    witness: IntentWitness | None = None,
 ) -> Lifecycle:
     """Wire the lifecycle of DESIGN §2 around a store and a tool set.
 
@@ -143,7 +147,7 @@ def compose_lifecycle(
         store=lifecycle_store,
         plans=plans,
         authorization=ToolAuthorizationService(policy, clock, budgets),
-        outbox=IntentOutboxService(audit_sink, store.fingerprint),
+        outbox=IntentOutboxService(audit_sink, store.fingerprint, witness),
         clock=clock,
         confirmation_ttl_s=confirmation_ttl.total_seconds(),
     )
@@ -192,6 +196,15 @@ class Kernel:
     """Tracing of syscalls (``[telemetry]``); None when it is off."""
     deliverer: NotificationDeliverer | None = None
     """Posts the notification outbox to the declared webhooks (issue 16)."""
+    evidence: Evidence = field(default_factory=Evidence)
+    """The signing key, trusted public key and witness (issue 19)."""
+    checkpointer: Checkpointer | None = None
+    """Signs run heads off the governed path; None without a signing key."""
+
+    @functools.cached_property
+    def checkpoints(self) -> PgCheckpoints:
+        """Signed checkpoints of every run, on the same store."""
+        return PgCheckpoints(self.store.engine)
 
     @functools.cached_property
     def keys(self) -> PgKeyStore:
@@ -211,6 +224,9 @@ class Kernel:
         if self.deliverer is not None:
             interval = self.deliverer.notifications.config.interval_s
             chores.append((interval, self.deliverer.deliver_once))
+        if self.checkpointer is not None and self.checkpointer.policy.idle_s:
+            idle_s = self.checkpointer.policy.idle_s
+            chores.append((max(0.1, idle_s / 2), self.checkpointer.checkpoint_idle))
         self.recovery = RecoveryRuntime(
             self.lifecycle.lease,
             self.lifecycle.sweeper,
@@ -227,6 +243,9 @@ class Kernel:
         await handler.drain(self.settings.shutdown_grace_s)
         if self.recovery is not None:
             await self.recovery.stop()
+        if self.checkpointer is not None:
+            # The runs this process appended to are signed before it goes.
+            await self.checkpointer.flush()
         await self.upstreams.aclose()
         await self.http.aclose()
         await self.store.close()
@@ -244,6 +263,10 @@ class AuditConfig(BaseModel):
     """``package.module:factory``, called with an :class:`AuditHost`; unset: the
     built-in PostgreSQL sink."""
     options: dict[str, Any] = Field(default_factory=dict)
+    checkpoints: dict[str, Any] | None = None
+    """``[audit.checkpoints]`` (arvis.evidence.setup.CheckpointsConfig)."""
+    witness: dict[str, Any] | None = None
+    """``[audit.witness]``: a built-in witness (arvis.evidence.witness.WitnessConfig)."""
 
 
 def parse_audit_config(raw: Mapping[str, Any]) -> AuditConfig:
@@ -350,6 +373,7 @@ async def check_deployment(settings: Settings) -> None:
     audit = parse_audit_config(file_config.audit)
     if audit.sink is not None:
         load_object(audit.sink, "audit")
+    load_evidence(settings.signing_key_file, audit.checkpoints, audit.witness, settings.config_dir)
     if file_config.provider:
         from arvis.providers.config import load_provider_config
 
@@ -385,6 +409,9 @@ async def build_kernel(
         reconcile = parse_reconcile_config(file_config.reconcile)
         notifications = load_notifications(file_config.notify, os.environ)
         audit = parse_audit_config(file_config.audit)
+        evidence = load_evidence(
+            settings.signing_key_file, audit.checkpoints, audit.witness, settings.config_dir
+        )
         loaded = await load_tools(settings, file_config, http, tracing=tracing)
         # Loaded and validated once per process, against the plan the tools make.
         policy = build_policy(
@@ -422,7 +449,18 @@ async def build_kernel(
         reconcile=reconcile,
         tracer=tracing,
         budgets=budgets,
+        witness=evidence.witness,
     )
+    checkpointer = None
+    if evidence.signing_key is not None:
+        checkpointer = Checkpointer(
+            evidence.signing_key,
+            PgCheckpoints(store.engine),
+            lifecycle.handler.clock,
+            evidence.policy,
+            witness=evidence.witness,
+        )
+        store.ops.append_observers.append(checkpointer.note)
     deliverer = NotificationDeliverer(
         PgOutbox(store.ops), notifications, http, lifecycle.handler.clock
     )
@@ -436,6 +474,8 @@ async def build_kernel(
         upstreams=loaded.upstreams,
         deliverer=deliverer,
         tracing=tracing,
+        evidence=evidence,
+        checkpointer=checkpointer,
     )
 
 

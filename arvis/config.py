@@ -64,6 +64,9 @@ class Settings(BaseSettings):
     shutdown_grace_s: float = Field(default=10.0, ge=0, le=600)
     """How long a stopping instance lets in-flight syscalls finish and journal."""
     log_level: str = "INFO"
+    signing_key_file: Path | None = None
+    """The Ed25519 key that signs run checkpoints (``arvis keys signing create``); unset:
+    no checkpoints. Never in the database; must be readable by its owner only."""
     turn_run_id: str | None = None
     """The one run whose syscalls this instance admits (``arvis serve-turn RUN`` sets it);
     a syscall of another run is refused ``run_not_served``. Unset: any run."""

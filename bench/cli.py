@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from arvis.store.migrate import upgrade
+from bench.evidence import measure_evidence
+from bench.evidence import render as render_evidence
 from bench.growth import measure_growth
 from bench.httpbench import measure_http
 from bench.peer_dbos import DbosPeer, PeerUnavailable
@@ -74,6 +76,8 @@ def main() -> None:
         print(render_startup(results["startup"]))
     if "scaling" in results:
         print(render_scaling(results["scaling"]))
+    if "evidence" in results:
+        print(render_evidence(results["evidence"]))
     print(f"\nwritten: {RESULTS / 'latest.json'}")
     if results["failures"]:
         sys.exit(1)
@@ -82,6 +86,8 @@ def main() -> None:
 FIGURES = ("sidebyside", "roundtrips", "profile", "writeset", "http", "growth", "policies")
 # Figures 8 and 9 (docs/deploy.md, docs/scaling.md) run only when named: --only startup scaling.
 DEPLOY_FIGURES = ("startup", "scaling")
+# Figure 11 (issue 19: checkpoints and the witness) runs only when named: --only evidence.
+OPT_IN_FIGURES = ("evidence",)
 # The names of the separate figures 1-3, which now run together, still select them.
 ALIASES = {"floor": "sidebyside", "kernel": "sidebyside", "peer": "sidebyside"}
 
@@ -133,8 +139,16 @@ def run(sizes: Sizes, mode: str, only: set[str]) -> dict[str, Any]:
             "growth": lambda: _growth(server, sizes),
             "startup": lambda: _startup(server, mode),
             "scaling": lambda: _scaling(server, mode),
+            "evidence": lambda: asyncio.run(
+                measure_evidence(
+                    url,
+                    rounds=sizes.rounds,
+                    syscalls=sizes.kernel_syscalls,
+                    warmup=min(100, sizes.kernel_syscalls),
+                )
+            ),
         }
-        for name in FIGURES + DEPLOY_FIGURES:
+        for name in FIGURES + DEPLOY_FIGURES + OPT_IN_FIGURES:
             if name in only:
                 _step(results, name, steps[name])
         if peer is not None and "http" not in only:

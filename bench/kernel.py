@@ -13,6 +13,7 @@ from arvis.bootstrap import Lifecycle, compose_lifecycle
 from arvis.domain.identity import Identity
 from arvis.domain.ids import PrincipalId, TenantId
 from arvis.lifecycle.budgets import Budgets
+from arvis.lifecycle.outbox import IntentWitness
 from arvis.lifecycle.policy import ToolPolicy
 from arvis.lifecycle.recovery import RecoveryRuntime
 from arvis.lifecycle.results import Syscall
@@ -67,10 +68,15 @@ class Kernel:
 
 @asynccontextmanager
 async def open_kernel(
-    url: str, prefix: str, *, policy: ToolPolicy | None = None, budgets: Budgets | None = None
+    url: str,
+    prefix: str,
+    *,
+    policy: ToolPolicy | None = None,
+    budgets: Budgets | None = None,
+    witness: IntentWitness | None = None,
 ) -> AsyncIterator[Kernel]:
     """The composition the tests use (compose_lifecycle) on a migrated database, with the
-    default rules unless ``policy`` says otherwise, and no budgets unless given."""
+    default rules unless ``policy`` says otherwise, and no budgets or witness unless given."""
     store = await PgStore.open(url)
     try:
         lifecycle = compose_lifecycle(
@@ -78,6 +84,7 @@ async def open_kernel(
             tools=builtin_tools(tempfile.mkdtemp(prefix="arvis-bench-sandbox-")),
             policy=policy,
             budgets=budgets,
+            witness=witness,
         )
         # Like every admitting process, the kernel holds a lease and beats it (DESIGN §6).
         runtime = RecoveryRuntime(lifecycle.lease, lifecycle.sweeper, sweep_interval_s=3600)

@@ -18,6 +18,7 @@ from arvis.api.metrics import ApiMetrics
 from arvis.api.middleware import AccessLog, BodyGuard, Deadline
 from arvis.api.problems import install_problem_handlers
 from arvis.api.routes import budgets, confirmations, resolutions, runs, syscalls, system
+from arvis.api.routes import checkpoints as run_checkpoints
 from arvis.api.tracing import TraceContext
 from arvis.bootstrap import Kernel, build_kernel
 from arvis.config import Environment, load_settings
@@ -93,6 +94,7 @@ def create_app(
     install_problem_handlers(app)
     for module in (syscalls, runs, resolutions, confirmations, system, budgets):
         app.include_router(module.router)
+    app.include_router(run_checkpoints.router)
     # MCP over streamable HTTP (arvis.mcp.server): bodies are bounded JSON like any
     # other, and every answer is one JSON response, so the middlewares below apply.
     mcp = McpEndpoint(metrics)

@@ -60,6 +60,12 @@ class VerifyOut(_Out):
     broken_at: int | None
     """The first position where the chain breaks, or null."""
     reason: str | None = None
+    checkpoints: int | None = None
+    """Signed checkpoints checked and held; null when the deployment has no public key
+    configured (then none are checked)."""
+    rewritten_before: int | None = None
+    """A signed checkpoint disagrees with the chain: the run was rewritten before this
+    position, even if every hash links."""
 
 
 class ReplayOut(_Out):

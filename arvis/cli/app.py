@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from arvis import __version__
-from arvis.cli import operators, runs, serve, serveturn, turn
+from arvis.cli import evidence, operators, runs, serve, serveturn, turn
 from arvis.cli.keys import keys_app
 from arvis.cli.policy import policy_app
 from arvis.cli.recover import recover
@@ -23,7 +23,9 @@ app = typer.Typer(
 )
 serve.register(app)
 app.command("serve-turn")(serveturn.serve_turn)
+keys_app.add_typer(evidence.signing_app, name="signing")
 app.add_typer(keys_app, name="keys")
+app.command("export")(evidence.export)
 app.add_typer(policy_app, name="policy")
 runs.register(app)
 operators.register(app)

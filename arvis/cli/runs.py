@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
 
 from arvis.bootstrap import Kernel, declared_plan
+from arvis.cli import evidence
 from arvis.cli.common import JsonFlag, fail, settings_or_exit, with_kernel
 from arvis.cli.output import emit_json, outcome_table, table
 from arvis.domain.errors import ArvisError
@@ -82,11 +84,39 @@ def journal(
     table(shown, columns, empty="no entries")
 
 
-def verify(run: RunArgument, tenant: TenantOption, json_out: JsonFlag = False) -> None:
-    """Recompute the run's hash chain. Exits 1 when it is broken."""
+def verify(
+    run: Annotated[str | None, typer.Argument(help="The run id (not with --bundle).")] = None,
+    tenant: Annotated[str | None, typer.Option(help="The tenant whose run this is.")] = None,
+    public_key: Annotated[
+        Path | None,
+        typer.Option(help="Check every signed checkpoint with this public key (PEM)."),
+    ] = None,
+    witness: Annotated[
+        Path | None,
+        typer.Option(help="Cross-check the run against this witness file (and its rotations)."),
+    ] = None,
+    bundle: Annotated[
+        Path | None,
+        typer.Option(help="Check an exported audit bundle offline, with no database."),
+    ] = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """Recompute the run's hash chain (and its checkpoints, its witness). Exits 1 when
+    it is broken, rewritten or disputed."""
+    if bundle is not None:
+        if run is not None:
+            fail("give a run or --bundle, not both", 2)
+        evidence.verify_bundle_file(bundle, public_key, json_out)
+        return
+    if run is None or tenant is None:
+        fail("name the run and --tenant (or give --bundle FILE)", 2)
+    if public_key is not None or witness is not None:
+        evidence.verify_with_evidence(run, tenant, public_key, witness, json_out)
+        return
+    tenant_id = tenant
 
     async def use(kernel: Kernel) -> dict[str, Any]:
-        report = await kernel.lifecycle.replay.verify(TenantId(tenant), RunId(run))
+        report = await kernel.lifecycle.replay.verify(TenantId(tenant_id), RunId(run))
         return {
             "ok": report.ok,
             "entries": report.entries,

@@ -198,6 +198,10 @@ class Verification(_Wire):
     broken_at: int | None
     """The first position where the chain breaks, or null."""
     reason: str | None = None
+    checkpoints: int | None = None
+    """Signed checkpoints that held; null when the server has no public key configured."""
+    rewritten_before: int | None = None
+    """A signed checkpoint disagrees: the run was rewritten before this position."""
 
 
 class ReplayPage(_Wire):

@@ -8,11 +8,17 @@ exactly this intent, name its run and causal id and this store, and carry a
 positive durable position; the admission statement also refuses a position that
 is not past the run's last one. A declared sink's failure or bad receipt stops
 the admission before anything is written.
+
+A witness (``[audit.witness]``, issue 19) is told of every intent before the
+admission statement runs, after a declared sink answered; one that cannot take
+it fails the admission closed like a failing sink: nothing is admitted, no tool
+body runs.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Protocol
 
 from arvis.domain.artifacts import AuditReceipt, Intent
 from arvis.domain.errors import ArvisError
@@ -22,14 +28,43 @@ from arvis.lifecycle.ports import AuditSink
 log = logging.getLogger(__name__)
 
 
+class IntentWitness(Protocol):
+    async def witness_intent(
+        self, intent: Intent, commitment: str, receipt: AuditReceipt | None
+    ) -> None:
+        """Keep the intent (and a declared sink's receipt) durably, or raise."""
+        ...
+
+
 class IntentOutboxService:
-    def __init__(self, sink: AuditSink | None, store_fingerprint: str) -> None:
+    def __init__(
+        self,
+        sink: AuditSink | None,
+        store_fingerprint: str,
+        witness: IntentWitness | None = None,
+    ) -> None:
         self.sink = sink
         """A declared sink; None: the store's own (built-in) sink."""
         self.store_fingerprint = store_fingerprint
+        self.witness = witness
 
     async def declared_receipt(self, intent: Intent, commitment: str) -> AuditReceipt | None:
-        """The declared sink's checked receipt for ``intent``; None for the built-in sink."""
+        """The declared sink's checked receipt for ``intent``; None for the built-in sink.
+
+        Called just before the admission statement: the witness, if any, has the
+        intent durably when this returns."""
+        receipt = await self._declared(intent, commitment)
+        if self.witness is not None:
+            try:
+                await self.witness.witness_intent(intent, commitment, receipt)
+            except ArvisError:
+                raise
+            except Exception as exc:
+                log.error("the witness failed for intent %s: %r", intent.intent_id, exc)
+                raise AuditSinkFailure("the audit witness failed; nothing was run") from exc
+        return receipt
+
+    async def _declared(self, intent: Intent, commitment: str) -> AuditReceipt | None:
         if self.sink is None:
             return None
         try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -169,6 +169,9 @@ class PgOperations:
         self.pool = pool
         self.fingerprint = fingerprint
         """DESIGN §5: the database's system identifier plus the schema revision."""
+        self.append_observers: list[Callable[[JournalEntry], None]] = []
+        """Told of every entry :meth:`journal` appended, after its commit (the
+        checkpointer). An observer must not block and must not raise."""
 
     @classmethod
     async def open(
@@ -329,6 +332,9 @@ class PgOperations:
             entry_hash=entry_hash,
             recorded_at=datetime.fromisoformat(stamp),
         )
+        if status == "appended":
+            for observe in self.append_observers:
+                observe(entry)
         return AppendAnswer(status=status, entry=entry)
 
     async def request_consent(self, request: ConsentRequest) -> ConsentAnswer:

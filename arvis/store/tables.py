@@ -360,3 +360,23 @@ budget_usage = Table(
     _tenant_check(),
     CheckConstraint("used >= 0", name="used_natural"),
 )
+
+
+# Signed checkpoints of a run's chain head (revision 0008): what was signed and the
+# signature, with the id of the key (never the key itself, which the database must
+# not hold). One per (run, length).
+run_checkpoints = Table(
+    "run_checkpoints",
+    metadata,
+    Column("tenant_id", Text, nullable=False),
+    Column("run_id", Text, nullable=False),
+    Column("length", BigInteger, nullable=False),
+    Column("head_hash", Text, nullable=False),
+    Column("signed_at", DateTime(timezone=True), nullable=False),
+    Column("key_id", Text, nullable=False),
+    Column("signature", Text, nullable=False),
+    PrimaryKeyConstraint("tenant_id", "run_id", "length"),
+    ForeignKeyConstraint(["tenant_id", "run_id"], ["runs.tenant_id", "runs.run_id"]),
+    _tenant_check(),
+    CheckConstraint("length >= 1", name="length_positive"),
+)

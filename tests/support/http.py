@@ -116,13 +116,14 @@ async def serve_api(
     fast_lane: bool = True,
     config: str | None = None,
     tracing: Tracing | None = None,
+    settings: dict[str, Any] | None = None,
 ) -> AsyncIterator[Api]:
     """The app with its lifespan running, and an ``httpx`` client speaking ASGI to it.
 
     ``config`` is the text of an ``arvis.toml`` for the deployment; ``tracing`` is
-    handed to its kernel (``build_kernel``).
+    handed to its kernel (``build_kernel``); ``settings`` are more ``Settings`` fields.
     """
-    overrides: dict[str, Any] = {"max_body_bytes": max_body_bytes}
+    overrides: dict[str, Any] = {"max_body_bytes": max_body_bytes, **(settings or {})}
     if config is not None:
         path = data_dir / "arvis.toml"
         path.write_text(config)

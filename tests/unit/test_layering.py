@@ -39,14 +39,19 @@ ALLOWED: dict[str, set[str]] = {
     "migrations": {"store", "migrations"},
     # Tracing is an adapter too: it implements the lifecycle's tracer port.
     "telemetry": {*CORE, "telemetry"},
+    # Evidence beyond the database (signing keys, witnesses, bundles): an adapter.
+    "evidence": {*CORE, "evidence"},
     # The composition root wires every adapter but no entry point.
-    "bootstrap": {*CORE, "config", "store", "providers", "mcp", "telemetry", "bootstrap"},
+    "bootstrap": {
+        *CORE,
+        *{"config", "store", "providers", "mcp", "telemetry", "evidence", "bootstrap"},
+    },
     # Entry points get their pieces from the composition root. The HTTP app mounts
     # the MCP gateway and the console.
-    "api": {*CORE, "config", "bootstrap", "api", "mcp", "console"},
+    "api": {*CORE, "config", "bootstrap", "api", "mcp", "console", "evidence"},
     # The arvis command is the process itself: it migrates the store, manages keys,
     # starts the HTTP server and drives a provider's turn.
-    "cli": {*CORE, "config", "bootstrap", "store", "providers", "api", "cli"},
+    "cli": {*CORE, "config", "bootstrap", "store", "providers", "api", "evidence", "cli"},
     "__main__": {"cli"},
 }
 

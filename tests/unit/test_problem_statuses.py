@@ -42,6 +42,10 @@ NEVER_HTTP = {
     # The domain's transition tables refuse an impossible state change; the lifecycle
     # consults them for what it writes, never on a caller's say-so.
     "state_transition_invalid",
+    # Evidence (issue 19): a bad signing or public key file stops start-up or the CLI;
+    # a bundle is checked offline by `arvis verify --bundle`, never over HTTP.
+    "signing_key_invalid",
+    "bundle_invalid",
 }
 
 

@@ -7,7 +7,7 @@ import pytest
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.identity import Identity
 from arvis.domain.ids import ConfirmationId, PrincipalId, TenantId
-from arvis.lifecycle.errors import ConfirmationStateConflict, NotFound
+from arvis.lifecycle.errors import AlreadyApproved, ConfirmationStateConflict, NotFound
 from tests.support.lifecycle import APPROVER, Harness
 
 
@@ -130,11 +130,19 @@ async def test_approving_an_expired_confirmation_fails_and_marks_it_expired(
     assert harness.confirmation_state(confirmation) == "EXPIRED"
 
 
-async def test_approving_twice_is_a_conflict(harness: Harness) -> None:
+async def test_approving_twice_says_the_first_approval_stands(harness: Harness) -> None:
     confirmation = await _pending(harness)
     await harness.approve(confirmation)
+    with pytest.raises(AlreadyApproved):
+        await harness.approve(confirmation)  # a retry whose answer was lost
+
+
+async def test_approving_a_decided_confirmation_is_a_conflict(harness: Harness) -> None:
+    confirmation = await _pending(harness)
+    await harness.approve(confirmation)
+    other = APPROVER.model_copy(update={"principal_id": PrincipalId("ops-2"), "key_id": "k_o2"})
     with pytest.raises(ConfirmationStateConflict):
-        await harness.approve(confirmation)
+        await harness.approve(confirmation, other)
 
 
 async def test_an_approver_of_another_tenant_cannot_see_the_confirmation(

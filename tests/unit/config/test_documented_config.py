@@ -12,6 +12,8 @@ import pytest
 from arvis.bootstrap import parse_audit_config
 from arvis.config import FileConfig
 from arvis.domain.errors import ConfigurationError
+from arvis.evidence.setup import parse_checkpoints_config
+from arvis.evidence.witness import parse_witness_config
 from arvis.lifecycle.budgets import parse_budgets_config
 from arvis.lifecycle.notify import load_notifications
 from arvis.lifecycle.policy import parse_confirmations_config, parse_policy_config
@@ -43,7 +45,12 @@ def test_the_documented_arvis_toml_validates_section_by_section() -> None:
     ]
     assert parse_confirmations_config(config.confirmations).ttl_s == 86400
     assert parse_confirmations_config(config.confirmations).allow_self_approval is False
-    assert parse_audit_config(config.audit).sink is None
+    audit = parse_audit_config(config.audit)
+    assert audit.sink is None
+    assert parse_checkpoints_config(audit.checkpoints).every == 100
+    witness = parse_witness_config(audit.witness)
+    assert witness is not None
+    assert (witness.kind, witness.max_bytes) == ("file", 64 * 1024 * 1024)
     assert load_provider_config(config.provider).model == "gpt-4.1-mini"
     terms = policy.tenants["acme"].approvals["files.append"]
     assert (terms.approvers, terms.quorum, terms.ttl_s) == (("payments-leads",), 2, 3600)

@@ -1,0 +1,185 @@
+"""``arvis keys signing …``, ``arvis export`` and the evidence side of ``arvis verify``."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from arvis.bootstrap import Kernel
+from arvis.cli.common import fail, settings_or_exit, with_kernel
+from arvis.cli.output import emit_json
+from arvis.domain.errors import ArvisError
+from arvis.domain.ids import RunId, TenantId
+from arvis.evidence.bundle import build_bundle, verify_bundle
+from arvis.evidence.keys import PublicKey, SigningKey
+from arvis.evidence.verify import EvidenceReport, verify_stored_run
+from arvis.evidence.witness import read_witness
+from arvis.lifecycle.errors import NotFound
+from arvis.store.audit import PgPlanStore
+
+signing_app = typer.Typer(
+    help="The Ed25519 key that signs run checkpoints (ARVIS_SIGNING_KEY_FILE).",
+    no_args_is_help=True,
+)
+
+KeyFileOption = Annotated[
+    Path | None,
+    typer.Option("--file", help="The key file; default: ARVIS_SIGNING_KEY_FILE."),
+]
+
+
+def _key_path(path: Path | None) -> Path:
+    path = path or settings_or_exit().signing_key_file
+    if path is None:
+        fail("name the key file with --file or ARVIS_SIGNING_KEY_FILE", 2)
+    return path
+
+
+@signing_app.command("create")
+def create_signing_key(file: KeyFileOption = None) -> None:
+    """Make a new signing key (mode 0600). An existing file is never overwritten."""
+    path = _key_path(file)
+    try:
+        key = SigningKey.create(path)
+    except ArvisError as exc:
+        fail(exc.message)
+    typer.echo(f"created signing key {key.key_id} in {path}; its public key:")
+    typer.echo(key.public.pem, nl=False)
+
+
+@signing_app.command("public")
+def public_signing_key(file: KeyFileOption = None) -> None:
+    """Print the signing key's public key (PEM), for auditors to verify with."""
+    try:
+        key = SigningKey.load(_key_path(file))
+    except ArvisError as exc:
+        fail(exc.message)
+    typer.echo(key.public.pem, nl=False)
+
+
+def _public_key(path: Path | None) -> PublicKey | None:
+    if path is None:
+        return None
+    try:
+        return PublicKey.load(path)
+    except ArvisError as exc:
+        fail(exc.message, 2)
+
+
+def export(
+    run: Annotated[str, typer.Argument(help="The run id.")],
+    tenant: Annotated[str, typer.Option(help="The tenant whose run this is.")],
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Write here; default: standard output.")
+    ] = None,
+    public_key: Annotated[
+        Path | None,
+        typer.Option(help="The public key to embed; default: the deployment's."),
+    ] = None,
+) -> None:
+    """Write one self-contained audit bundle of the run, for `arvis verify --bundle`."""
+    given = _public_key(public_key)
+
+    async def use(kernel: Kernel) -> bytes:
+        key = given or kernel.evidence.public_key
+        # Checkpoints first: each covers a head the chain, read after, already has.
+        signed = await kernel.checkpoints.checkpoints(TenantId(tenant), RunId(run))
+        async with kernel.store.ops.reading() as reads:
+            record = await reads.run(TenantId(tenant), RunId(run))
+            if record is None:
+                raise NotFound(f"no run {run} in tenant {tenant}")
+            definitions = await PgPlanStore(kernel.store.engine).load_plan(record.plan_id)
+            plans = {} if definitions is None else {str(record.plan_id): definitions}
+            return await build_bundle(reads, TenantId(tenant), RunId(run), plans, signed, key)
+
+    data = with_kernel(use)
+    if output is None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    else:
+        output.write_bytes(data)
+        typer.echo(f"wrote the bundle of run {run} ({len(data)} bytes) to {output}", err=True)
+
+
+def verify_bundle_file(bundle: Path, public_key: Path | None, json_out: bool) -> None:
+    """``arvis verify --bundle FILE``: offline, no database, no settings needed."""
+    trusted = _public_key(public_key)
+    try:
+        data = bundle.read_bytes()
+    except OSError as exc:
+        fail(f"cannot read {bundle}: {exc.strerror}", 2)
+    try:
+        report = asyncio.run(verify_bundle(data, trusted))
+    except ArvisError as exc:
+        if json_out:
+            emit_json({"ok": False, "problem": exc.message})
+        else:
+            typer.echo(f"bundle {bundle}: INVALID: {exc.message}")
+        raise typer.Exit(1) from None
+    if json_out:
+        emit_json(report.as_json())
+    elif report.ok:
+        key = "no key" if report.key_id is None else f"key {report.key_id}"
+        trust = "trusted key given" if trusted is not None else "compare the key id"
+        typer.echo(
+            f"bundle of run {report.run_id} (tenant {report.tenant_id}): intact,"
+            f" {report.entries} entries, {report.checkpoints} checkpoints signed by {key}"
+            f" ({trust})"
+        )
+    else:
+        typer.echo(f"bundle of run {report.run_id}: INVALID: {report.problem}")
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def verify_with_evidence(
+    run: str,
+    tenant: str,
+    public_key: Path | None,
+    witness: Path | None,
+    json_out: bool,
+) -> None:
+    """``arvis verify RUN`` with ``--public-key`` and/or ``--witness``."""
+    trusted = _public_key(public_key)
+    records: list[dict[str, Any]] | None = None
+    if witness is not None:
+        try:
+            records = [record for _, _, record in read_witness(witness)]
+        except (OSError, ValueError) as exc:
+            fail(f"cannot read the witness {witness}: {exc}", 2)
+
+    async def use(kernel: Kernel) -> EvidenceReport:
+        try:
+            return await verify_stored_run(
+                kernel.store.ops,
+                kernel.checkpoints,
+                TenantId(tenant),
+                RunId(run),
+                trusted,
+                records,
+            )
+        except LookupError:
+            raise NotFound(f"no run {run} in tenant {tenant}") from None
+
+    report = with_kernel(use)
+    if json_out:
+        emit_json(report.as_json())
+    elif report.ok:
+        parts = [f"chain intact, {report.entries} entries"]
+        if trusted is not None:
+            parts.append(f"{report.checkpoints} signed checkpoints hold")
+        if witness is not None:
+            parts.append("the witness agrees")
+        typer.echo(f"run {run}: " + ", ".join(parts))
+    elif report.witness is not None:
+        typer.echo(f"run {run}: the witness DISAGREES: {report.witness}")
+    elif report.rewritten_before is not None:
+        typer.echo(f"run {run}: REWRITTEN: {report.reason}")
+    else:
+        typer.echo(f"run {run}: chain BROKEN at position {report.broken_at}: {report.reason}")
+    if not report.ok:
+        raise typer.Exit(1)

@@ -1,0 +1,267 @@
+"""Audit bundles: one run's evidence in one file, checked offline (docs/journal-format.md).
+
+``arvis export RUN`` writes the run's entries, the plan definitions in force, its
+checkpoints and the public key (with its id); ``arvis verify --bundle FILE`` checks
+it on a machine with no database. The file is the RFC 8785 text of one JSON object
+and a newline, with a SHA-256 ``digest`` of the rest, so any edited byte fails:
+reformatting fails the canonical-form check, a changed value fails the digest, and
+a changed value with a recomputed digest fails the chain, a plan's digest or a
+checkpoint's signature. The key embedded in a bundle proves nothing by itself
+(whoever rewrote the bundle could have signed with a key of their own): an auditor
+compares the key id printed with the deployment's published one, or passes
+``--public-key``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, cast
+
+from arvis.domain.canonical import canonical_bytes, sha256_hex
+from arvis.domain.checkpoints import Checkpoint, check_checkpoints, public_key_id
+from arvis.domain.definitions import ToolDefinition
+from arvis.domain.errors import ArvisError
+from arvis.domain.ids import PlanId, RunId, TenantId
+from arvis.evidence.keys import PublicKey, SigningKeyError
+from arvis.evidence.verify import ChainFacts
+from arvis.lifecycle.journal import VERIFY_PAGE, recorded_text, walk
+from arvis.lifecycle.ports import ChainRow, LifecycleReads, RunRecord
+from arvis.tools.plans import derive_plan_id
+
+BUNDLE_FORMAT = "arvis-bundle-v1"
+
+
+class BundleInvalid(ArvisError):
+    """The bundle is not an intact ARVIS audit bundle."""
+
+    code = "bundle_invalid"
+
+
+async def build_bundle(
+    reads: LifecycleReads,
+    tenant_id: TenantId,
+    run_id: RunId,
+    plans: dict[str, list[dict[str, Any]]],
+    checkpoints: list[Checkpoint],
+    public_key: PublicKey | None,
+) -> bytes:
+    """The bundle's bytes, read from one snapshot (``reads``). LookupError: no run."""
+    run = await reads.run(tenant_id, run_id)
+    if run is None:
+        raise LookupError(run_id)
+    entries: list[dict[str, Any]] = []
+    after = 0
+    while True:
+        rows = await reads.chain(tenant_id, run_id, after, VERIFY_PAGE)
+        entries.extend(_entry(row) for row in rows)
+        if len(rows) < VERIFY_PAGE:
+            break
+        after = rows[-1][0]
+    content: dict[str, Any] = {
+        "format": BUNDLE_FORMAT,
+        "tenant_id": tenant_id,
+        "run_id": run_id,
+        "run": {
+            "plan_id": run.plan_id,
+            "journal_length": run.journal_length,
+            "journal_head": run.journal_head,
+            "audit_incomplete": run.audit_incomplete,
+        },
+        "entries": entries,
+        "plans": plans,
+        "checkpoints": [c.as_record() for c in checkpoints],
+        "public_key": None
+        if public_key is None
+        else {"key_id": public_key.key_id, "ed25519": public_key.raw_b64},
+    }
+    content["digest"] = sha256_hex(canonical_bytes(content))
+    return canonical_bytes(content) + b"\n"
+
+
+def _entry(row: ChainRow) -> dict[str, Any]:
+    position, prev, entry_hash, kind, causal, key, attempt, intent, boundary, at, body = row
+    return {
+        "position": position,
+        "prev_hash": prev,
+        "entry_hash": entry_hash,
+        "kind": kind,
+        "causal_id": causal,
+        "idempotency_key": key,
+        "attempt": attempt,
+        "intent_id": intent,
+        "boundary": boundary,
+        "recorded_at": recorded_text(at),
+        "body": body,
+    }
+
+
+@dataclass(frozen=True)
+class BundleReport:
+    ok: bool
+    run_id: str
+    tenant_id: str
+    entries: int
+    checkpoints: int
+    key_id: str | None
+    problem: str | None = None
+    broken_at: int | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "run_id": self.run_id,
+            "tenant_id": self.tenant_id,
+            "entries": self.entries,
+            "checkpoints": self.checkpoints,
+            "key_id": self.key_id,
+            "problem": self.problem,
+            "broken_at": self.broken_at,
+        }
+
+
+class _BundleReads:
+    """The two reads the chain walk needs, answered from a bundle."""
+
+    def __init__(self, run: RunRecord, rows: list[ChainRow]) -> None:
+        self._run = run
+        self._rows = rows
+
+    async def run(self, tenant_id: TenantId, run_id: RunId) -> RunRecord | None:
+        return self._run
+
+    async def chain(
+        self, tenant_id: TenantId, run_id: RunId, after: int, limit: int
+    ) -> list[ChainRow]:
+        return [row for row in self._rows if row[0] > after][:limit]
+
+
+def _parse(data: bytes) -> dict[str, Any]:
+    try:
+        content = json.loads(data)
+    except ValueError:
+        raise BundleInvalid("the bundle is not JSON") from None
+    if not isinstance(content, dict):
+        raise BundleInvalid("the bundle is not a JSON object")
+    try:
+        canonical = canonical_bytes(content) + b"\n"
+    except (ArvisError, ValueError, TypeError):
+        raise BundleInvalid("the bundle holds values JSON canonicalisation refuses") from None
+    if canonical != data:
+        raise BundleInvalid("the bundle's bytes are not its canonical form (edited?)")
+    if content.get("format") != BUNDLE_FORMAT:
+        raise BundleInvalid(f"the bundle's format is not {BUNDLE_FORMAT}")
+    digest = content.pop("digest", None)
+    if digest != sha256_hex(canonical_bytes(content)):
+        raise BundleInvalid("the bundle's digest does not match its content (edited?)")
+    return content
+
+
+def _rows(entries: list[Any]) -> list[ChainRow]:
+    rows: list[ChainRow] = []
+    for e in entries:
+        at = datetime.fromisoformat(e["recorded_at"])
+        if recorded_text(at) != e["recorded_at"]:
+            raise ValueError("a recorded_at is not in its canonical form")
+        rows.append(
+            (
+                e["position"],
+                e["prev_hash"],
+                e["entry_hash"],
+                e["kind"],
+                e["causal_id"],
+                e["idempotency_key"],
+                e["attempt"],
+                e["intent_id"],
+                e["boundary"],
+                at,
+                e["body"],
+            )
+        )
+    return rows
+
+
+async def verify_bundle(data: bytes, trusted: PublicKey | None = None) -> BundleReport:
+    """Check a bundle with nothing but its bytes (and, optionally, the trusted key)."""
+    content = _parse(data)
+    tenant_id, run_id = str(content.get("tenant_id")), str(content.get("run_id"))
+    try:
+        run_fields = content["run"]
+        run = RunRecord(
+            tenant_id=TenantId(tenant_id),
+            run_id=RunId(run_id),
+            plan_id=PlanId(run_fields["plan_id"]),
+            journal_length=int(run_fields["journal_length"]),
+            journal_head=str(run_fields["journal_head"]),
+            audit_incomplete=bool(run_fields["audit_incomplete"]),
+        )
+        rows = _rows(content["entries"])
+        checkpoints = [Checkpoint.from_record(c) for c in content["checkpoints"]]
+        plans = content["plans"]
+        key_fields = content["public_key"]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BundleInvalid(f"the bundle is malformed: {exc!r}") from None
+
+    def report(problem: str | None, **extra: Any) -> BundleReport:
+        return BundleReport(
+            ok=problem is None,
+            run_id=run_id,
+            tenant_id=tenant_id,
+            entries=len(rows),
+            checkpoints=extra.pop("checked", 0),
+            key_id=None if key_fields is None else str(key_fields.get("key_id")),
+            problem=problem,
+            broken_at=extra.pop("broken_at", None),
+        )
+
+    facts = ChainFacts()
+    chain = await walk(
+        cast(LifecycleReads, _BundleReads(run, rows)), run.tenant_id, run.run_id, facts.visit
+    )
+    if not chain.ok:
+        return report(f"chain broken: {chain.reason}", broken_at=chain.broken_at)
+    problem = _check_plans(plans, run.plan_id)
+    if problem is not None:
+        return report(problem)
+    key: PublicKey | None = None
+    if key_fields is not None:
+        try:
+            key = PublicKey.from_raw_b64(str(key_fields["ed25519"]))
+        except (SigningKeyError, KeyError, TypeError):
+            return report("the bundle's public key is not an Ed25519 key")
+        if public_key_id(key.raw) != key_fields.get("key_id"):
+            return report("the bundle's key id is not its public key's fingerprint")
+    if trusted is not None:
+        if key is not None and key.key_id != trusted.key_id:
+            return report(
+                f"the bundle carries key {key.key_id[:16]}, not the trusted {trusted.key_id[:16]}"
+            )
+        key = trusted
+    if checkpoints and key is None:
+        return report("the bundle has checkpoints and no key to check them with")
+    if key is None:
+        return report(None)
+    checked = check_checkpoints(
+        checkpoints,
+        tenant_id=tenant_id,
+        run_id=run_id,
+        hashes=facts.hashes,
+        length=chain.entries,
+        key_id=key.key_id,
+        signature_ok=key.verifies,
+    )
+    return report(checked.problem, checked=checked.checked, broken_at=checked.rewritten_before)
+
+
+def _check_plans(plans: Any, bound: str) -> str | None:
+    if not isinstance(plans, dict) or bound not in plans:
+        return f"the bundle lacks the definitions of plan {bound}"
+    for plan_id, records in plans.items():
+        try:
+            definitions = [ToolDefinition.from_dict(record) for record in records]
+        except (ArvisError, KeyError, TypeError, ValueError):
+            return f"plan {plan_id}: a definition does not match its fingerprint"
+        if derive_plan_id(definitions) != plan_id:
+            return f"plan {plan_id}: the definitions do not hash to the plan id"
+    return None

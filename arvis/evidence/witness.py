@@ -1,0 +1,211 @@
+"""Witnesses: a copy of every receipt and checkpoint outside the database.
+
+A witness is written before the admission statement commits (the intent's record)
+and after each checkpoint is stored. An intent the witness cannot take fails the
+admission closed (``503 audit_unavailable``: no tool body runs).
+
+- :class:`FileWitness` appends JSON lines to a file opened ``O_APPEND`` and fsyncs
+  each one before it returns; it takes an exclusive ``flock`` around the write, so
+  several processes may share one file. It never truncates or rewrites: when the
+  file passes ``max_bytes`` it is renamed to the next free ``<path>.<n>`` (``.1``
+  is the oldest) and a new file is begun.
+- :class:`HttpWitness` POSTs each record as JSON; a timeout, a transport error or
+  a status other than 2xx is a failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from arvis.domain.artifacts import AuditReceipt, Intent
+from arvis.domain.canonical import canonical_bytes
+from arvis.domain.checkpoints import Checkpoint
+from arvis.domain.errors import ConfigurationError
+from arvis.lifecycle.journal import recorded_text
+
+WITNESS_FORMAT = "arvis-witness-v1"
+
+
+class WitnessConfig(BaseModel):
+    """``[audit.witness]``: where receipts and checkpoints are also written."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["file", "http"]
+    path: Path | None = None
+    """``kind = "file"``: the JSON-lines file (relative: to ``arvis.toml``'s directory)."""
+    max_bytes: int = Field(default=64 * 1024 * 1024, ge=4096)
+    """``kind = "file"``: rotate when the file has grown past this."""
+    url: str | None = None
+    """``kind = "http"``: where each record is POSTed."""
+    timeout_s: float = Field(default=5.0, gt=0, le=60)
+    """``kind = "http"``: one POST's deadline."""
+
+
+def intent_record(intent: Intent, commitment: str, receipt: AuditReceipt | None) -> dict[str, Any]:
+    """What the witness keeps of an intent about to be admitted."""
+    context = intent.context
+    return {
+        "format": WITNESS_FORMAT,
+        "type": "intent",
+        "tenant_id": context.tenant_id,
+        "run_id": context.run_id,
+        "causal_id": context.causal_id,
+        "intent_id": intent.intent_id,
+        "idempotency_key": intent.idempotency_key,
+        "attempt": intent.attempt,
+        "intent_commitment": commitment,
+        "receipt_position": None if receipt is None else receipt.position,
+        "admitted_at": recorded_text(intent.admitted_at),
+    }
+
+
+def checkpoint_record(checkpoint: Checkpoint) -> dict[str, Any]:
+    return {"format": WITNESS_FORMAT, "type": "checkpoint", **checkpoint.as_record()}
+
+
+def _line(record: Mapping[str, Any]) -> bytes:
+    return canonical_bytes(dict(record)) + b"\n"
+
+
+class FileWitness:
+    """An append-only JSON-lines witness, fsynced before it answers."""
+
+    def __init__(self, path: Path, max_bytes: int) -> None:
+        self.path = path
+        self.max_bytes = max_bytes
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    async def witness_intent(
+        self, intent: Intent, commitment: str, receipt: AuditReceipt | None
+    ) -> None:
+        await asyncio.to_thread(self._append, _line(intent_record(intent, commitment, receipt)))
+
+    async def witness_checkpoint(self, checkpoint: Checkpoint) -> None:
+        await asyncio.to_thread(self._append, _line(checkpoint_record(checkpoint)))
+
+    def _append(self, line: bytes) -> None:
+        while True:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                # Another process may have rotated the file while this one waited.
+                if os.fstat(fd).st_ino != _inode(self.path):
+                    continue
+                if os.fstat(fd).st_size >= self.max_bytes:
+                    os.rename(self.path, self._next_rotation())
+                    continue
+                written = os.write(fd, line)
+                if written != len(line):
+                    raise OSError("the witness file took a partial line")
+                os.fsync(fd)
+                return
+            finally:
+                os.close(fd)
+
+    def _next_rotation(self) -> Path:
+        n = 1
+        while self.path.with_name(f"{self.path.name}.{n}").exists():
+            n += 1
+        return self.path.with_name(f"{self.path.name}.{n}")
+
+
+def _inode(path: Path) -> int:
+    try:
+        return os.stat(path).st_ino
+    except FileNotFoundError:
+        return -1
+
+
+class HttpWitness:
+    """POSTs each record; anything but a 2xx in time is a failure."""
+
+    def __init__(self, url: str, timeout_s: float, client: httpx.AsyncClient | None = None):
+        self.url = url
+        self.timeout_s = timeout_s
+        self._client = client or httpx.AsyncClient()
+
+    async def witness_intent(
+        self, intent: Intent, commitment: str, receipt: AuditReceipt | None
+    ) -> None:
+        await self._post(intent_record(intent, commitment, receipt))
+
+    async def witness_checkpoint(self, checkpoint: Checkpoint) -> None:
+        await self._post(checkpoint_record(checkpoint))
+
+    async def _post(self, record: dict[str, Any]) -> None:
+        response = await self._client.post(
+            self.url,
+            content=canonical_bytes(record),
+            headers={"content-type": "application/json"},
+            timeout=self.timeout_s,
+        )
+        if not 200 <= response.status_code < 300:
+            raise OSError(f"the witness answered {response.status_code}")
+
+
+Witness = FileWitness | HttpWitness
+
+
+def parse_witness_config(raw: Mapping[str, Any] | None) -> WitnessConfig | None:
+    if raw is None:
+        return None
+    try:
+        config = WitnessConfig.model_validate(dict(raw))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise ConfigurationError(f"[audit.witness] {where}: {first['msg']}") from None
+    if config.kind == "file" and config.path is None:
+        raise ConfigurationError('[audit.witness] kind = "file" needs a path')
+    if config.kind == "http" and not (config.url or "").startswith(("http://", "https://")):
+        raise ConfigurationError('[audit.witness] kind = "http" needs an http(s) url')
+    return config
+
+
+def load_witness(config: WitnessConfig | None, base_dir: Path) -> Witness | None:
+    """The configured witness, or None."""
+    if config is None:
+        return None
+    if config.kind == "file":
+        assert config.path is not None
+        path = config.path if config.path.is_absolute() else base_dir / config.path
+        return FileWitness(path, config.max_bytes)
+    assert config.url is not None
+    return HttpWitness(config.url, config.timeout_s)
+
+
+def witness_files(path: Path) -> list[Path]:
+    """The file witness at ``path`` and its rotations, oldest first."""
+    rotated = []
+    n = 1
+    while (candidate := path.with_name(f"{path.name}.{n}")).exists():
+        rotated.append(candidate)
+        n += 1
+    return [*rotated, path] if path.exists() else rotated
+
+
+def read_witness(path: Path) -> Iterator[tuple[str, int, dict[str, Any]]]:
+    """Every record of a file witness and its rotations: (file, line number, record).
+
+    A line that is not a JSON object raises ``ValueError`` naming file and line.
+    """
+    for file in witness_files(path):
+        with file.open("rb") as lines:
+            for number, line in enumerate(lines, start=1):
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    raise ValueError(f"{file}:{number} is not a JSON line") from None
+                if not isinstance(record, dict):
+                    raise ValueError(f"{file}:{number} is not a JSON object")
+                yield str(file), number, record

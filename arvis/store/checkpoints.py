@@ -1,0 +1,75 @@
+"""Signed checkpoints on PostgreSQL (``run_checkpoints``, revision 0008).
+
+The rows hold what was signed and the signature; the key that signed them is
+never in the database. A checkpoint is keyed by (tenant, run, length): the same
+head signed twice (two processes, a retried flush) keeps the first row.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from arvis.domain.checkpoints import Checkpoint
+from arvis.domain.ids import RunId, TenantId
+from arvis.store.errors import translate
+
+_SAVE = text(
+    "INSERT INTO run_checkpoints (tenant_id, run_id, length, head_hash, signed_at, key_id,"
+    " signature) VALUES (:t, :r, :n, :h, :at, :k, :s)"
+    " ON CONFLICT (tenant_id, run_id, length) DO NOTHING"
+)
+_LIST = text(
+    "SELECT tenant_id, run_id, length, head_hash, signed_at, key_id, signature"
+    " FROM run_checkpoints WHERE tenant_id = :t AND run_id = :r ORDER BY length"
+)
+
+
+class PgCheckpoints:
+    """Implements ``CheckpointStore`` of :mod:`arvis.lifecycle.checkpoints`."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+
+    async def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        try:
+            async with self._engine.begin() as conn:
+                await conn.execute(
+                    _SAVE,
+                    {
+                        "t": checkpoint.tenant_id,
+                        "r": checkpoint.run_id,
+                        "n": checkpoint.length,
+                        "h": checkpoint.head_hash,
+                        "at": checkpoint.signed_at,
+                        "k": checkpoint.key_id,
+                        "s": checkpoint.signature,
+                    },
+                )
+        except Exception as exc:
+            domain = translate(exc)
+            if domain is not None:
+                raise domain from exc
+            raise
+
+    async def checkpoints(self, tenant_id: TenantId, run_id: RunId) -> list[Checkpoint]:
+        try:
+            async with self._engine.connect() as conn:
+                rows = (await conn.execute(_LIST, {"t": tenant_id, "r": run_id})).all()
+        except Exception as exc:
+            domain = translate(exc)
+            if domain is not None:
+                raise domain from exc
+            raise
+        return [
+            Checkpoint(
+                tenant_id=row[0],
+                run_id=row[1],
+                length=row[2],
+                head_hash=row[3],
+                signed_at=row[4],
+                key_id=row[5],
+                signature=row[6],
+            )
+            for row in rows
+        ]
