@@ -91,6 +91,8 @@ runs = Table(
     ForeignKeyConstraint(["plan_id"], ["tool_plans.plan_id"]),
     _tenant_check(),
     CheckConstraint("journal_length >= 0", name="journal_length_natural"),
+    # The console lists a tenant's runs newest first (revision 0008).
+    Index("ix_runs_tenant_id_created_at", "tenant_id", "created_at"),
 )
 
 # One row per decision: the run's causal id names it for ever (DESIGN §4), and it
@@ -359,4 +361,24 @@ budget_usage = Table(
     PrimaryKeyConstraint("tenant_id", "budget", "scope_key", "window_start"),
     _tenant_check(),
     CheckConstraint("used >= 0", name="used_natural"),
+)
+
+# Operator console sessions (revision 0008): the cookie's token is stored only as its
+# SHA-256; a session lives no longer than its key (revoked: the lookup refuses it).
+console_sessions = Table(
+    "console_sessions",
+    metadata,
+    Column("tenant_id", Text, nullable=False),
+    Column("token_hash", Text, nullable=False),
+    Column("key_id", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("tenant_id", "token_hash"),
+    UniqueConstraint("token_hash"),
+    ForeignKeyConstraint(
+        ["tenant_id", "key_id"], ["api_keys.tenant_id", "api_keys.key_id"], ondelete="CASCADE"
+    ),
+    _tenant_check(),
+    CheckConstraint("length(token_hash) = 64", name="token_hash_digest"),
+    Index("ix_console_sessions_expires_at", "expires_at"),
 )
