@@ -21,6 +21,7 @@ from arvis.api.routes import budgets, confirmations, resolutions, runs, syscalls
 from arvis.api.tracing import TraceContext
 from arvis.bootstrap import Kernel, build_kernel
 from arvis.config import Environment, load_settings
+from arvis.console import mount as mount_console
 from arvis.lifecycle.syscalls import PhaseObserver
 from arvis.mcp.endpoint import McpEndpoint
 
@@ -93,6 +94,7 @@ def create_app(
     install_problem_handlers(app)
     for module in (syscalls, runs, resolutions, confirmations, system, budgets):
         app.include_router(module.router)
+    mount_console(app)
     # MCP over streamable HTTP (arvis.mcp.server): bodies are bounded JSON like any
     # other, and every answer is one JSON response, so the middlewares below apply.
     mcp = McpEndpoint(metrics)

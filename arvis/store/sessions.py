@@ -58,9 +58,7 @@ class PgSessionStore:
                 raise domain from exc
             raise
 
-    async def create(
-        self, tenant_id: str, key_id: str, token_hash: str, ttl_s: float
-    ) -> datetime:
+    async def create(self, tenant_id: str, key_id: str, token_hash: str, ttl_s: float) -> datetime:
         """A session of the key for ``ttl_s`` seconds; answers when it expires. Sessions
         that have expired are deleted on the way (their rows would only accumulate)."""
         async with self._connection() as conn:
