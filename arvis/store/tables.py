@@ -374,10 +374,11 @@ console_sessions = Table(
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     Column("expires_at", DateTime(timezone=True), nullable=False),
     PrimaryKeyConstraint("tenant_id", "token_hash"),
-    UniqueConstraint("token_hash"),
-    ForeignKeyConstraint(
-        ["tenant_id", "key_id"], ["api_keys.tenant_id", "api_keys.key_id"], ondelete="CASCADE"
-    ),
+    # The cookie names no tenant: found by its digest alone (a plain index, no key
+    # across tenants; a random 256-bit token's digest does not collide).
+    Index("ix_console_sessions_token_hash", "token_hash"),
+    # No foreign key to api_keys (a reference table, not distributed by tenant): every
+    # lookup joins the live key instead.
     _tenant_check(),
     CheckConstraint("length(token_hash) = 64", name="token_hash_digest"),
     Index("ix_console_sessions_expires_at", "expires_at"),
