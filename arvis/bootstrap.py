@@ -66,6 +66,7 @@ from arvis.store.checkpoints import PgCheckpoints
 from arvis.store.database import PgStore, resolve_database
 from arvis.store.keys import PgKeyStore
 from arvis.store.outbox import PgOutbox
+from arvis.store.sessions import PgSessionStore
 from arvis.store.stats import audit_incomplete_runs
 from arvis.telemetry import load_tracing, telemetry_settings
 from arvis.tools.base import Tool
@@ -210,6 +211,11 @@ class Kernel:
     def keys(self) -> PgKeyStore:
         """API keys of every tenant, on the same store."""
         return PgKeyStore(self.store.engine, self.store.ops)
+
+    @functools.cached_property
+    def console_sessions(self) -> PgSessionStore:
+        """Operator console sessions (``/console``), each tied to a live API key."""
+        return PgSessionStore(self.store.engine)
 
     async def audit_incomplete_runs(self) -> int:
         """How many runs, over all tenants, are flagged audit-incomplete (``/metrics``)."""

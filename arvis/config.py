@@ -63,6 +63,8 @@ class Settings(BaseSettings):
     """How often each instance looks for intents of dead instances."""
     shutdown_grace_s: float = Field(default=10.0, ge=0, le=600)
     """How long a stopping instance lets in-flight syscalls finish and journal."""
+    console_session_ttl_s: float = Field(default=8 * 3600, ge=60, le=30 * 86400)
+    """How long an operator console session (``/console``) lasts after signing in."""
     log_level: str = "INFO"
     signing_key_file: Path | None = None
     """The Ed25519 key that signs run checkpoints (``arvis keys signing create``); unset:

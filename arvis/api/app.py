@@ -22,6 +22,7 @@ from arvis.api.routes import checkpoints as run_checkpoints
 from arvis.api.tracing import TraceContext
 from arvis.bootstrap import Kernel, build_kernel
 from arvis.config import Environment, load_settings
+from arvis.console import mount as mount_console
 from arvis.lifecycle.syscalls import PhaseObserver
 from arvis.mcp.endpoint import McpEndpoint
 
@@ -95,6 +96,7 @@ def create_app(
     for module in (syscalls, runs, resolutions, confirmations, system, budgets):
         app.include_router(module.router)
     app.include_router(run_checkpoints.router)
+    mount_console(app)
     # MCP over streamable HTTP (arvis.mcp.server): bodies are bounded JSON like any
     # other, and every answer is one JSON response, so the middlewares below apply.
     mcp = McpEndpoint(metrics)

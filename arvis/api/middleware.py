@@ -24,6 +24,14 @@ access_log = logging.getLogger("arvis.access")
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
+def _is_form(content_type: str) -> bool:
+    return content_type.split(";", 1)[0].strip().lower() == "application/x-www-form-urlencoded"
+
+
+# The operator console's pages post HTML forms (arvis.console): bounded like any body.
+CONSOLE_PREFIX = "/console/"
+
+
 def _is_json(content_type: str) -> bool:
     media = content_type.split(";", 1)[0].strip().lower()
     return media == "application/json" or (
@@ -64,7 +72,11 @@ class BodyGuard:
             if len(body) > self.max_body_bytes:
                 await self._too_large(scope, receive, send)
                 return
-        if body and not _is_json(headers.get("content-type", "")):
+        content_type = headers.get("content-type", "")
+        if scope["path"].startswith(CONSOLE_PREFIX) and _is_form(content_type):
+            await self.app(scope, replay(bytes(body), receive), send)
+            return
+        if body and not _is_json(content_type):
             await problem("unsupported_media_type", "request bodies must be application/json")(
                 scope, receive, send
             )

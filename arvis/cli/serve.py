@@ -92,6 +92,7 @@ def _print_welcome(
         echo(f"Demo keys of tenant {DEMO_TENANT!r}: {keys_file} (created at the first start)")
     echo("")
     echo(f"ARVIS is at {url}  (API docs: {url}/docs)")
+    echo(f"Operator console: {url}/console  (sign in with the approver, auditor or admin key)")
     echo("Post a first syscall:")
     echo("")
     echo(f"  {_key_export('agent', keys_file)}")

@@ -386,6 +386,22 @@ class BudgetUsage:
     used: Decimal
 
 
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """One run as a list of runs shows it (the operator console)."""
+
+    run_id: RunId
+    created_at: datetime
+    entries: int
+    last_activity: datetime | None
+    """When its latest journal entry was recorded (None: nothing journaled yet)."""
+    audit_incomplete: bool
+    waiting: int
+    """Confirmations of the run still waiting for consent (PENDING)."""
+    uncertain: int
+    """Uncertain attempts of the run not resolved yet."""
+
+
 class LifecycleReads(Protocol):
     """Reads inside one read-only snapshot (one transaction)."""
 
@@ -429,6 +445,13 @@ class LifecycleReads(Protocol):
         self, tenant_id: TenantId, windows: Sequence[tuple[str, datetime]]
     ) -> list[BudgetUsage]:
         """The used amounts of the tenant's rows in the given (budget, window start)s."""
+        ...
+
+    async def runs(
+        self, tenant_id: TenantId, containing: str | None, limit: int, offset: int
+    ) -> tuple[list[RunSummary], int]:
+        """The tenant's runs whose id contains ``containing``, newest first, one page;
+        and how many there are in all."""
         ...
 
 

@@ -16,7 +16,7 @@ from arvis.domain.ids import RunId, TenantId
 from arvis.lifecycle import journal
 from arvis.lifecycle.errors import ChainBroken, NotFound
 from arvis.lifecycle.journal import VerifyReport
-from arvis.lifecycle.ports import ChainRow, JournalEntry, LifecycleStore
+from arvis.lifecycle.ports import ChainRow, JournalEntry, LifecycleStore, RunSummary
 from arvis.lifecycle.results import SyscallResult, result_from_entry
 
 RESULT_KINDS = frozenset({"execution", "refusal", "recovery"})
@@ -159,6 +159,13 @@ class ReplayService:
             if await reads.run(tenant_id, run_id) is None:
                 raise NotFound(f"no run {run_id}")
             return await reads.page(tenant_id, run_id, after, limit)
+
+    async def runs(
+        self, tenant_id: TenantId, containing: str | None = None, limit: int = 50, offset: int = 0
+    ) -> tuple[list[RunSummary], int]:
+        """The tenant's runs, newest first, with their flags; and how many match in all."""
+        async with self.store.reading() as reads:
+            return await reads.runs(tenant_id, containing or None, limit, offset)
 
     async def verify(self, tenant_id: TenantId, run_id: RunId) -> VerifyReport:
         try:

@@ -20,6 +20,7 @@ from arvis.lifecycle.ports import (
     ConfirmationRecord,
     JournalEntry,
     RunRecord,
+    RunSummary,
     UncertainAttempt,
 )
 
@@ -85,6 +86,24 @@ UNCERTAIN_COLUMNS = (
 _UNCERTAIN = (
     f"SELECT {UNCERTAIN_COLUMNS} WHERE r.tenant_id = %s AND r.idempotency_key = %s"
     " AND r.attempt = %s AND r.run_id = %s"
+)
+
+
+# The last activity is the latest entry's time: position journal_length, by the key.
+_RUNS = (
+    "SELECT r.run_id, r.created_at, r.journal_length AS entries, r.audit_incomplete,"
+    " (SELECT e.recorded_at FROM journal_entries e WHERE e.tenant_id = r.tenant_id"
+    " AND e.run_id = r.run_id AND e.position = r.journal_length) AS last_activity,"
+    " (SELECT count(*) FROM confirmations c WHERE c.tenant_id = r.tenant_id"
+    " AND c.run_id = r.run_id AND c.state = 'PENDING') AS waiting,"
+    " (SELECT count(*) FROM resolutions u WHERE u.tenant_id = r.tenant_id"
+    " AND u.run_id = r.run_id AND u.boundary IS NULL) AS uncertain"
+    " FROM runs r WHERE r.tenant_id = %s AND (%s::text IS NULL OR strpos(r.run_id, %s) > 0)"
+    " ORDER BY r.created_at DESC, r.run_id LIMIT %s OFFSET %s"
+)
+_RUN_COUNT = (
+    "SELECT count(*) AS n FROM runs WHERE tenant_id = %s"
+    " AND (%s::text IS NULL OR strpos(run_id, %s) > 0)"
 )
 
 
@@ -221,3 +240,14 @@ class PgReads:
         starts = [start for _, start in windows]
         await cursor.execute(_BUDGET_USAGE, (names, starts, tenant_id))
         return [BudgetUsage(**row) for row in await cursor.fetchall()]
+
+    async def runs(
+        self, tenant_id: TenantId, containing: str | None, limit: int, offset: int
+    ) -> tuple[list[RunSummary], int]:
+        cursor = self._conn.cursor(row_factory=dict_row)
+        await cursor.execute(_RUNS, (tenant_id, containing, containing, limit, offset))
+        found = [RunSummary(**row) for row in await cursor.fetchall()]
+        await cursor.execute(_RUN_COUNT, (tenant_id, containing, containing))
+        total = await cursor.fetchone()
+        assert total is not None
+        return found, int(total["n"])

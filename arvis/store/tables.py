@@ -91,6 +91,8 @@ runs = Table(
     ForeignKeyConstraint(["plan_id"], ["tool_plans.plan_id"]),
     _tenant_check(),
     CheckConstraint("journal_length >= 0", name="journal_length_natural"),
+    # The console lists a tenant's runs newest first (revision 0009).
+    Index("ix_runs_tenant_id_created_at", "tenant_id", "created_at"),
 )
 
 # One row per decision: the run's causal id names it for ever (DESIGN §4), and it
@@ -362,7 +364,7 @@ budget_usage = Table(
 )
 
 
-# Signed checkpoints of a run's chain head (revision 0008): what was signed and the
+# Signed checkpoints of a run's chain head (revision 0009): what was signed and the
 # signature, with the id of the key (never the key itself, which the database must
 # not hold). One per (run, length).
 run_checkpoints = Table(
@@ -379,4 +381,26 @@ run_checkpoints = Table(
     ForeignKeyConstraint(["tenant_id", "run_id"], ["runs.tenant_id", "runs.run_id"]),
     _tenant_check(),
     CheckConstraint("length >= 1", name="length_positive"),
+)
+
+
+# Operator console sessions (revision 0009): the cookie's token is stored only as its
+# SHA-256; a session lives no longer than its key (revoked: the lookup refuses it).
+console_sessions = Table(
+    "console_sessions",
+    metadata,
+    Column("tenant_id", Text, nullable=False),
+    Column("token_hash", Text, nullable=False),
+    Column("key_id", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("tenant_id", "token_hash"),
+    # The cookie names no tenant: found by its digest alone (a plain index, no key
+    # across tenants; a random 256-bit token's digest does not collide).
+    Index("ix_console_sessions_token_hash", "token_hash"),
+    # No foreign key to api_keys (a reference table, not distributed by tenant): every
+    # lookup joins the live key instead.
+    _tenant_check(),
+    CheckConstraint("length(token_hash) = 64", name="token_hash_digest"),
+    Index("ix_console_sessions_expires_at", "expires_at"),
 )

@@ -1,0 +1,85 @@
+"""Signing in with an API key, and out again."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from arvis.api.identity import ForbiddenRole, KernelDep, Unauthenticated
+from arvis.console import sessions
+from arvis.console.deps import Form, User
+from arvis.console.web import ConsoleRoute, read_form, render
+
+router = APIRouter(route_class=ConsoleRoute)
+
+# Where a sign-in may send the browser: a console page of this origin, nothing else.
+_NEXT = re.compile(r"^/console(/[A-Za-z0-9._:~/?=&%-]*)?$")
+
+
+def _home(user: sessions.ConsoleUser) -> str:
+    return "/console/approvals" if user.can("approver") else "/console/runs"
+
+
+def _safe_next(target: str | None) -> str | None:
+    if target is None or len(target) > 512 or not _NEXT.fullmatch(target) or "//" in target:
+        return None
+    return target
+
+
+@router.get("/console")
+async def home(request: Request, kernel: KernelDep) -> Response:
+    user = await sessions.current_user(kernel, request)
+    return RedirectResponse("/console/sign-in" if user is None else _home(user), 303)
+
+
+def _sign_in_page(
+    request: Request, next_page: str | None, *, error: str | None = None, status: int = 200
+) -> HTMLResponse:
+    token = sessions.sign_in_token(request)
+    response = render(
+        request,
+        "sign_in.html",
+        {"user": None, "signin_token": token, "next": next_page or "", "error": error},
+        status=status,
+    )
+    sessions.set_sign_in_cookie(request, response, token)
+    return response
+
+
+@router.get("/console/sign-in")
+async def sign_in_form(
+    request: Request,
+    kernel: KernelDep,
+    next_page: Annotated[str | None, Query(alias="next", max_length=512)] = None,
+) -> Response:
+    user = await sessions.current_user(kernel, request)
+    if user is not None:
+        return RedirectResponse(_safe_next(next_page) or _home(user), 303)
+    return _sign_in_page(request, _safe_next(next_page))
+
+
+@router.post("/console/sign-in")
+async def sign_in(request: Request, kernel: KernelDep) -> Response:
+    form = await read_form(request)
+    sessions.check_sign_in_token(request, form.get("signin_token"))
+    next_page = _safe_next(form.get("next") or None)
+    response = RedirectResponse("/console", 303)
+    try:
+        await sessions.sign_in(kernel, request, response, form.get("api_key", ""))
+    except Unauthenticated:
+        return _sign_in_page(request, next_page, error="That API key was not accepted.", status=401)
+    except ForbiddenRole as exc:
+        return _sign_in_page(request, next_page, error=exc.message, status=403)
+    if next_page is not None:
+        response.headers["location"] = next_page
+    return response
+
+
+@router.post("/console/sign-out")
+async def sign_out(kernel: KernelDep, user: User, _: Form) -> Response:
+    response = RedirectResponse("/console/sign-in", 303)
+    await sessions.sign_out(kernel, user, response)
+    return response

@@ -1,0 +1,107 @@
+"""Operator console sessions on PostgreSQL (revision 0009). Each method is one statement.
+
+Like API keys, sessions are identity administration beside the lifecycle, not part of
+a governed effect. Only a digest of the session token is stored, and a session is
+found only while it has not expired by the database's clock and its key is live.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from arvis.store.errors import translate
+from arvis.store.keys import ApiKeyRecord, _record
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    key: ApiKeyRecord
+    """The live key the session was exchanged for, as it is now (roles, groups)."""
+    expires_at: datetime
+
+
+_KEY_COLUMNS = ", ".join(
+    f"k.{name}"
+    for name in (
+        "tenant_id",
+        "key_id",
+        "principal",
+        "roles",
+        "secret_hash",
+        "created_at",
+        "revoked_at",
+        "groups",
+    )
+)
+
+
+class PgSessionStore:
+    """Creates, finds and ends console sessions by the digest of their token."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[AsyncConnection]:
+        try:
+            async with self._engine.begin() as conn:
+                yield conn
+        except Exception as exc:
+            domain = translate(exc)
+            if domain is not None:
+                raise domain from exc
+            raise
+
+    async def create(self, tenant_id: str, key_id: str, token_hash: str, ttl_s: float) -> datetime:
+        """A session of the key for ``ttl_s`` seconds; answers when it expires. Sessions
+        that have expired are deleted on the way (their rows would only accumulate)."""
+        async with self._connection() as conn:
+            await conn.execute(text("DELETE FROM console_sessions WHERE expires_at <= now()"))
+            expires: datetime = (
+                await conn.execute(
+                    text(
+                        "INSERT INTO console_sessions (tenant_id, token_hash, key_id, expires_at)"
+                        " VALUES (:t, :h, :k, now() + make_interval(secs => :ttl))"
+                        " RETURNING expires_at"
+                    ),
+                    {"t": tenant_id, "h": token_hash, "k": key_id, "ttl": ttl_s},
+                )
+            ).scalar_one()
+        return expires
+
+    async def find(self, token_hash: str) -> SessionRecord | None:
+        """The session and its key, unless it expired or the key was revoked."""
+        async with self._connection() as conn:
+            row = (
+                (
+                    await conn.execute(
+                        text(
+                            f"SELECT {_KEY_COLUMNS}, s.expires_at AS session_expires_at"
+                            " FROM console_sessions s JOIN api_keys k"
+                            " ON k.tenant_id = s.tenant_id AND k.key_id = s.key_id"
+                            " WHERE s.token_hash = :h AND s.expires_at > now()"
+                            " AND k.revoked_at IS NULL"
+                        ),
+                        {"h": token_hash},
+                    )
+                )
+                .mappings()
+                .first()
+            )
+        if row is None:
+            return None
+        return SessionRecord(key=_record(row), expires_at=row["session_expires_at"])
+
+    async def end(self, token_hash: str) -> bool:
+        """Delete the session; False when there was none."""
+        async with self._connection() as conn:
+            result = await conn.execute(
+                text("DELETE FROM console_sessions WHERE token_hash = :h"), {"h": token_hash}
+            )
+        return int(result.rowcount) == 1

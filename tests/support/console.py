@@ -1,0 +1,37 @@
+"""Driving the operator console over HTTP like a browser without script: forms and cookies."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import httpx
+
+_HIDDEN = re.compile(r'name="(csrf_token|signin_token)" value="([^"]*)"')
+
+
+def hidden(page: str, name: str = "csrf_token") -> str:
+    """The value of a hidden field of a page (the first one of that name)."""
+    for found, value in _HIDDEN.findall(page):
+        if found == name:
+            return html.unescape(value)
+    raise AssertionError(f"no hidden field {name} on the page")
+
+
+async def sign_in(client: httpx.AsyncClient, token: str) -> str:
+    """Sign in with an API key; answers the session's CSRF token (from the next page)."""
+    form = await client.get("/console/sign-in")
+    assert form.status_code == 200, form.text
+    answer = await client.post(
+        "/console/sign-in",
+        data={"api_key": token, "signin_token": hidden(form.text, "signin_token"), "next": ""},
+    )
+    assert answer.status_code == 303, answer.text
+    home = await client.get(answer.headers["location"], follow_redirects=True)
+    assert home.status_code == 200, home.text
+    return hidden(home.text)
+
+
+def text_of(page: str) -> str:
+    """A page's text as a reader sees it: tags dropped, entities decoded, spaces folded."""
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())
