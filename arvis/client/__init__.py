@@ -14,6 +14,7 @@ use it without running ARVIS::
 from arvis.client._calls import SyscallAnswer
 from arvis.client.aio import AsyncArvisClient
 from arvis.client.errors import (
+    AlreadyApproved,
     AnswerLost,
     ArvisClientError,
     ArvisProblem,
@@ -60,6 +61,7 @@ from arvis.client.sync import ArvisClient
 
 __all__ = [
     "NO_RETRY",
+    "AlreadyApproved",
     "AnswerLost",
     "ArvisClient",
     "ArvisClientError",

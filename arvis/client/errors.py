@@ -171,6 +171,13 @@ class Conflict(ArvisProblem):
     code = "conflict"
 
 
+class AlreadyApproved(Conflict):
+    """This principal has approved the confirmation already. Also the answer to an
+    approval re-sent after its answer was lost: the first approval stands."""
+
+    code = "already_approved"
+
+
 class AttemptInFlight(ArvisProblem):
     """An attempt of the same decision is running; its outcome is not known yet.
     Re-posting later gets its recorded result."""
@@ -282,6 +289,7 @@ _KNOWN: dict[str, type[ArvisProblem]] = {
         SelfApproval,
         NotFound,
         Conflict,
+        AlreadyApproved,
         AttemptInFlight,
         CausalIdConflict,
         ChainBroken,

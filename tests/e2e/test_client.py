@@ -15,6 +15,7 @@ import pytest
 
 from arvis.client import (
     NO_RETRY,
+    AlreadyApproved,
     AsyncArvisClient,
     AttemptInFlight,
     Boundary,
@@ -106,8 +107,9 @@ async def test_consent_is_asked_given_by_an_approver_and_the_same_call_then_runs
     assert api.sql(
         "SELECT count(*) FROM journal_entries WHERE run_id = 'run-consent' AND kind = 'execution'"
     ) == [(1,)]
-    with pytest.raises(Conflict):
+    with pytest.raises(AlreadyApproved) as repeated:  # a Conflict: the approval stands
         await approver.approve(asked.confirmation.id)
+    assert isinstance(repeated.value, Conflict)
 
 
 async def test_a_denied_decision_is_refused_and_says_who_denied_it(
