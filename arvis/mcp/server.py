@@ -68,8 +68,9 @@ INSTRUCTIONS = (
 
 
 def approval_url(request: Request, confirmation_id: str) -> str:
-    """Where an approver acts on a confirmation: its API route, until the console has a page."""
-    return f"{str(request.base_url).rstrip('/')}/v1/confirmations/{confirmation_id}/approve"
+    """Where an approver acts on a confirmation: the console's page for it, which a person
+    can open (the API's approve route is a POST for programs)."""
+    return f"{str(request.base_url).rstrip('/')}/console/confirmations/{confirmation_id}"
 
 
 def mcp_tool(definition: ToolDefinition) -> types.Tool:

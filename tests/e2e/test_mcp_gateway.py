@@ -171,7 +171,9 @@ async def test_consent_with_url_elicitation_sends_the_client_to_the_approval_and
     ) -> types.ElicitResult:
         assert isinstance(params, types.ElicitRequestURLParams)
         asked.append(params)
-        response = await served.api("POST", params.url.removeprefix(served.url), "acme:approver")
+        confirmation = params.url.removeprefix(f"{served.url}/console/confirmations/")
+        route = f"/v1/confirmations/{confirmation}/approve"
+        response = await served.api("POST", route, "acme:approver")
         assert response.status_code == 200, response.text
         return types.ElicitResult(action="accept")
 
@@ -180,8 +182,7 @@ async def test_consent_with_url_elicitation_sends_the_client_to_the_approval_and
         result = await client.call_tool("files.append", arguments)
         repeated = await client.call_tool("files.append", arguments)
     assert len(asked) == 1
-    assert "/v1/confirmations/cnf_" in asked[0].url
-    assert asked[0].url.endswith("/approve")
+    assert asked[0].url.startswith(f"{served.url}/console/confirmations/cnf_")
     assert result.is_error is False, text_of(result)
     assert meta_of(result)["arvis.dev/outcome"] == "executed"
     assert meta_of(repeated)["arvis.dev/outcome"] == "deduplicated"
