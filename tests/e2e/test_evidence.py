@@ -16,6 +16,7 @@ from arvis.cli import app
 from arvis.evidence.witness import read_witness
 from tests.support.evidence import rewrite_run, signing_key, wait_for
 from tests.support.http import Api, serve_api
+from tests.support.httpserver import LocalHttpServer, Respond
 
 WITNESS_CONFIG = """
 [audit.checkpoints]
@@ -220,3 +221,31 @@ def test_a_signing_key_others_can_read_stops_start_up(tmp_path: Path, mode: int)
     assert result.exit_code == 1
     assert "readable by others" in result.output
     assert "PRIVATE" not in result.output
+
+
+async def test_an_http_witness_receives_each_intent_before_it_runs_and_a_refusal_runs_nothing(
+    database_url: str, tmp_path: Path
+) -> None:
+    async with LocalHttpServer() as witness:
+        config = f'[audit.witness]\nkind = "http"\nurl = "{witness.url("/witness")}"\n'
+        async with serve_api(database_url, tmp_path, config=config) as api:
+            ok = await api.syscall("echo", {"n": 1}, run_id="run-hw", causal_id="c1")
+            witnessed = [r.json() for r in witness.received]
+            witness.then(Respond(503, {"error": "full"}))
+            refused = await api.syscall(
+                "files.write", {"path": "hw.txt", "content": "no"}, run_id="run-hw", causal_id="c2"
+            )
+            attempts = api.sql("SELECT count(*) FROM attempts WHERE run_id = 'run-hw'")
+            entries = api.sql("SELECT count(*) FROM journal_entries WHERE run_id = 'run-hw'")
+
+    assert ok.status_code == 200, ok.text
+    assert [(r["run_id"], r["causal_id"]) for r in witnessed] == [("run-hw", "c1")]
+    assert witnessed[0]["idempotency_key"] == ok.json()["idempotency_key"]
+    assert witness.received[0].method == "POST"
+    assert witness.received[0].path == "/witness"
+    # The witness refused the second intent: nothing was admitted and nothing ran.
+    assert refused.status_code == 503
+    assert refused.json()["code"] == "audit_unavailable"
+    assert attempts == [(0,)]
+    assert entries == [(1,)]
+    assert not (tmp_path / "sandbox" / "hw.txt").exists()
