@@ -416,7 +416,7 @@ async def build_kernel(
         notifications = load_notifications(file_config.notify, os.environ)
         audit = parse_audit_config(file_config.audit)
         evidence = load_evidence(
-            settings.signing_key_file, audit.checkpoints, audit.witness, settings.config_dir
+            settings.signing_key_file, audit.checkpoints, audit.witness, settings.config_dir, http
         )
         loaded = await load_tools(settings, file_config, http, tracing=tracing)
         # Loaded and validated once per process, against the plan the tools make.

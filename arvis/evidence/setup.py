@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from arvis.domain.errors import ConfigurationError
@@ -57,8 +58,10 @@ def load_evidence(
     checkpoints: dict[str, Any] | None,
     witness: dict[str, Any] | None,
     base_dir: Path,
+    http: httpx.AsyncClient | None = None,
 ) -> Evidence:
-    """Load and check everything; a bad key file or section raises ConfigurationError."""
+    """Load and check everything; a bad key file or section raises ConfigurationError.
+    An HTTP witness posts through ``http`` (the kernel's client, closed with it)."""
     config = parse_checkpoints_config(checkpoints)
     signing = None if signing_key_file is None else SigningKey.load(signing_key_file)
     public: PublicKey | None = None
@@ -70,6 +73,6 @@ def load_evidence(
     return Evidence(
         signing_key=signing,
         public_key=public,
-        witness=load_witness(parse_witness_config(witness), base_dir),
+        witness=load_witness(parse_witness_config(witness), base_dir, http),
         policy=CheckpointPolicy(every=config.every, idle_s=config.idle_s),
     )

@@ -172,7 +172,9 @@ def parse_witness_config(raw: Mapping[str, Any] | None) -> WitnessConfig | None:
     return config
 
 
-def load_witness(config: WitnessConfig | None, base_dir: Path) -> Witness | None:
+def load_witness(
+    config: WitnessConfig | None, base_dir: Path, http: httpx.AsyncClient | None = None
+) -> Witness | None:
     """The configured witness, or None."""
     if config is None:
         return None
@@ -181,7 +183,7 @@ def load_witness(config: WitnessConfig | None, base_dir: Path) -> Witness | None
         path = config.path if config.path.is_absolute() else base_dir / config.path
         return FileWitness(path, config.max_bytes)
     assert config.url is not None
-    return HttpWitness(config.url, config.timeout_s)
+    return HttpWitness(config.url, config.timeout_s, http)
 
 
 def witness_files(path: Path) -> list[Path]:
