@@ -17,12 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import psycopg
 import pytest
 
-from arvis.store.engine import libpq_url
 from tests.support.http import mint_keys
 from tests.support.perturn import TurnInstance, turn_env
+from tests.support.postgres import sql as _sql
 from tests.support.reliability import auth, syscall_body
 from tests.support.turntools import CONFIG
 
@@ -32,12 +31,6 @@ pytestmark = pytest.mark.db
 @pytest.fixture(scope="module")
 def tokens(database_url: str) -> dict[str, str]:
     return asyncio.run(mint_keys(database_url, tenants=("acme",), roles=("agent",)))
-
-
-def _sql(url: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-        cursor = conn.execute(query, params)
-        return cursor.fetchall() if cursor.description else []
 
 
 def _instance(database_url: str, tmp_path: Path, run_id: str, **env: str) -> TurnInstance:

@@ -11,11 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import psycopg
 import pytest
 
-from arvis.store.engine import libpq_url
 from tests.support.http import mint_keys
+from tests.support.postgres import sql as _sql
 from tests.support.reliability import Served, auth, report, size, syscall_body
 
 pytestmark = [pytest.mark.db, pytest.mark.reliability]
@@ -37,12 +36,6 @@ field = "cents"
 limit = 1000000
 per = "1d"
 """
-
-
-def _sql(url: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-        cursor = conn.execute(query, params)
-        return cursor.fetchall() if cursor.description else []
 
 
 async def _race(servers: list[Served], token: str) -> list[dict[str, Any]]:

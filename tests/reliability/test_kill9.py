@@ -17,11 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import psycopg
 import pytest
 
-from arvis.store.engine import libpq_url
 from tests.support.http import mint_keys
+from tests.support.postgres import sql as _sql
 from tests.support.reliability import (
     PatientAgent,
     Served,
@@ -38,12 +37,6 @@ ACTIONS = size(ci=120, full=2000)
 KILLS = size(ci=3, full=20)
 RUNS = size(ci=4, full=10)
 CLIENTS = 8
-
-
-def _sql(url: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-        cursor = conn.execute(query, params)
-        return cursor.fetchall() if cursor.description else []
 
 
 def _actions(seed: int) -> list[tuple[str, str, str, dict[str, Any]]]:

@@ -16,14 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import psycopg
 import pytest
 
-from arvis.store.engine import libpq_url
 from arvis.store.migrate import upgrade
 from tests.support.http import mint_keys
 from tests.support.pgcluster import PrivateCluster, binaries_like, start_private_cluster
 from tests.support.postgres import create_database
+from tests.support.postgres import sql as _sql
 from tests.support.reliability import PatientAgent, Served, Tally, report, size, syscall_body
 
 pytestmark = [pytest.mark.db, pytest.mark.reliability]
@@ -42,12 +41,6 @@ def cluster(pg_server_url: str) -> Iterator[PrivateCluster]:
         yield started
     finally:
         started.destroy()
-
-
-def _sql(url: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-        cursor = conn.execute(query, params)
-        return cursor.fetchall() if cursor.description else []
 
 
 def _actions() -> list[dict[str, Any]]:

@@ -23,12 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import psycopg
 import pytest
 
-from arvis.store.engine import libpq_url
 from tests.support.http import mint_keys
 from tests.support.perturn import TurnInstance, turn_env
+from tests.support.postgres import sql as _sql
 from tests.support.reliability import Tally, auth, report, size, syscall_body
 from tests.support.turntools import CONFIG
 
@@ -65,12 +64,6 @@ class Figures:
     closing_turns: int = 0
     ready_s: list[float] = field(default_factory=list)
     stop_problems: list[str] = field(default_factory=list)
-
-
-def _sql(url: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-        cursor = conn.execute(query, params)
-        return cursor.fetchall() if cursor.description else []
 
 
 def _new_decisions(rng: random.Random, run: str, turn: int) -> list[Decision]:

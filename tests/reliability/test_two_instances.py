@@ -12,23 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import psycopg
 import pytest
 
-from arvis.store.engine import libpq_url
 from tests.support.http import mint_keys
+from tests.support.postgres import sql as _sql
 from tests.support.reliability import PatientAgent, Served, Tally, report, size, syscall_body
 
 pytestmark = [pytest.mark.db, pytest.mark.reliability]
 
 DECISIONS = size(ci=60, full=500)
 CONCURRENCY = 6
-
-
-def _sql(url: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-        cursor = conn.execute(query, params)
-        return cursor.fetchall() if cursor.description else []
 
 
 def _decision(n: int) -> dict[str, Any]:

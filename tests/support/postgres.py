@@ -13,6 +13,7 @@ import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -50,6 +51,14 @@ def create_database(server_url: str, prefix: str = "arvis_t") -> str:
     with psycopg.connect(libpq_url(server_url), autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     return make_url(server_url).set(database=name).render_as_string(hide_password=False)
+
+
+def sql(url: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
+    """Run one statement on ``url`` (autocommit) and answer its rows, if any: for reading
+    what ARVIS wrote, or writing what a test tampers with."""
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        cursor = conn.execute(query, params)
+        return cursor.fetchall() if cursor.description else []
 
 
 def drop_database(server_url: str, url: str) -> None:

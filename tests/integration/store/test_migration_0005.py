@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
 
-import psycopg
 import pytest
 
 from arvis.domain.artifacts import GENESIS_HASH
@@ -15,12 +13,12 @@ from arvis.domain.idempotency import derive_idempotency_key
 from arvis.domain.ids import CausalId, RunId, TenantId
 from arvis.domain.payload import freeze_payload
 from arvis.store.database import PgStore
-from arvis.store.engine import libpq_url
 from arvis.store.migrate import downgrade, upgrade
 from arvis.tools.dispatcher import ToolDispatcher
 from arvis.tools.plans import StaticToolPlanSource
 from tests.support.lifecycle import AGENT, make_harness, standard_tools
 from tests.support.postgres import create_database, drop_database
+from tests.support.postgres import sql as _sql
 
 TENANT = AGENT.tenant_id
 RUN = "run-old"
@@ -34,12 +32,6 @@ def old_database(pg_server_url: str) -> Iterator[str]:
         yield url
     finally:
         drop_database(pg_server_url, url)
-
-
-def _sql(url: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-        cursor = conn.execute(query, params)
-        return cursor.fetchall() if cursor.description else []
 
 
 def _populate_through_the_0004_functions(url: str) -> dict[str, str]:

@@ -5,18 +5,16 @@ resolutions of uncertain entries; a journal holding resolutions refuses to downg
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
-import psycopg
 import pytest
 
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.ids import RunId
-from arvis.store.engine import libpq_url
 from arvis.store.migrate import downgrade, upgrade
 from tests.support.lifecycle import APPROVER, crash_during_dispatch, make_harness
 from tests.support.operators import LEAD_A
 from tests.support.postgres import create_database, drop_database
+from tests.support.postgres import sql as _sql
 
 
 @pytest.fixture
@@ -27,12 +25,6 @@ def database(pg_server_url: str) -> Iterator[str]:
         yield url
     finally:
         drop_database(pg_server_url, url)
-
-
-def _sql(url: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-        cursor = conn.execute(query, params)
-        return cursor.fetchall() if cursor.description else []
 
 
 async def _populate(url: str) -> tuple[str, str]:

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from typing import Any
 
 import psycopg
 import pytest
 
-from arvis.store.engine import libpq_url
 from arvis.store.migrate import downgrade, upgrade
 from tests.support.postgres import create_database, drop_database
+from tests.support.postgres import sql as _sql
 
 
 @pytest.fixture
@@ -22,12 +21,6 @@ def database(pg_server_url: str) -> Iterator[str]:
         yield url
     finally:
         drop_database(pg_server_url, url)
-
-
-def _sql(url: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-        cursor = conn.execute(query, params)
-        return cursor.fetchall() if cursor.description else []
 
 
 def _key(url: str, key_id: str) -> None:
