@@ -15,7 +15,7 @@ import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 from psycopg.rows import dict_row, tuple_row
@@ -162,6 +162,19 @@ def _stamp(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="microseconds")
 
 
+class JournalHeader(NamedTuple):
+    """What a journaling step knows of the entry before the statement places it."""
+
+    tenant_id: TenantId
+    run_id: RunId
+    kind: str
+    causal_id: str
+    idempotency_key: str
+    attempt: int | None
+    intent_id: str | None
+    boundary: str | None
+
+
 class PgOperations:
     """The write steps and the reads of the lifecycle, on one pool."""
 
@@ -279,6 +292,41 @@ class PgOperations:
             )
         return AdmitAnswer(status=status, receipt_position=position, run_plan=plan)
 
+    def _answered(
+        self,
+        row: tuple[str, int | None, str | None, str | None],
+        header: JournalHeader,
+        body_text: str,
+        stamp: str,
+    ) -> JournalEntry | None:
+        """The entry a journaling statement answered (None: none), built in one place
+        for every step that appends; the append observers hear of each entry appended
+        (the checkpointer), whichever step appended it."""
+        status, position, prev_hash, entry_hash = row
+        if position is None:
+            return None
+        assert prev_hash is not None
+        assert entry_hash is not None
+        entry = JournalEntry(
+            tenant_id=header.tenant_id,
+            run_id=header.run_id,
+            position=position,
+            kind=header.kind,
+            causal_id=header.causal_id,
+            idempotency_key=header.idempotency_key,
+            attempt=header.attempt,
+            intent_id=header.intent_id,
+            boundary=header.boundary,
+            body_text=body_text,
+            prev_hash=prev_hash,
+            entry_hash=entry_hash,
+            recorded_at=datetime.fromisoformat(stamp),
+        )
+        if status == "appended":
+            for observe in self.append_observers:
+                observe(entry)
+        return entry
+
     async def journal(self, append: JournalAppend) -> AppendAnswer:
         body_text = artifact_text(append.artifact)
         stamp = _stamp(append.recorded_at)
@@ -315,26 +363,21 @@ class PgOperations:
                 append.release_budgets,
             ),
         )
-        if position is None:
-            return AppendAnswer(status=status, entry=None)
-        entry = JournalEntry(
-            tenant_id=append.tenant_id,
-            run_id=append.run_id,
-            position=position,
-            kind=kind,
-            causal_id=append.causal_id,
-            idempotency_key=append.idempotency_key,
-            attempt=append.attempt,
-            intent_id=append.intent_id,
-            boundary=None if append.boundary is None else append.boundary.value,
-            body_text=body_text,
-            prev_hash=prev_hash,
-            entry_hash=entry_hash,
-            recorded_at=datetime.fromisoformat(stamp),
+        entry = self._answered(
+            (status, position, prev_hash, entry_hash),
+            JournalHeader(
+                append.tenant_id,
+                append.run_id,
+                kind,
+                append.causal_id,
+                append.idempotency_key,
+                append.attempt,
+                append.intent_id,
+                None if append.boundary is None else append.boundary.value,
+            ),
+            body_text,
+            stamp,
         )
-        if status == "appended":
-            for observe in self.append_observers:
-                observe(entry)
         return AppendAnswer(status=status, entry=entry)
 
     async def request_consent(self, request: ConsentRequest) -> ConsentAnswer:
@@ -423,22 +466,20 @@ class PgOperations:
                 stamp,
             ),
         )
-        if position is None:
-            return ResolveAnswer(status=status, entry=None)
-        entry = JournalEntry(
-            tenant_id=resolution.tenant_id,
-            run_id=resolution.run_id,
-            position=position,
-            kind="resolution",
-            causal_id=resolution.causal_id,
-            idempotency_key=resolution.idempotency_key,
-            attempt=None,
-            intent_id=None,
-            boundary=boundary,
-            body_text=body_text,
-            prev_hash=prev_hash,
-            entry_hash=entry_hash,
-            recorded_at=datetime.fromisoformat(stamp),
+        entry = self._answered(
+            (status, position, prev_hash, entry_hash),
+            JournalHeader(
+                resolution.tenant_id,
+                resolution.run_id,
+                "resolution",
+                resolution.causal_id,
+                resolution.idempotency_key,
+                None,
+                None,
+                boundary,
+            ),
+            body_text,
+            stamp,
         )
         return ResolveAnswer(status=status, entry=entry)
 
@@ -465,23 +506,23 @@ class PgOperations:
                 stamp,
             ),
         )
-        if position is None or status != "appended":
-            return ApproveAnswer(status=status, entry=None)
-        entry = JournalEntry(
-            tenant_id=record.tenant_id,
-            run_id=record.run_id,
-            position=position,
-            kind="confirmation",
-            causal_id=record.causal_id,
-            idempotency_key=record.idempotency_key,
-            attempt=None,
-            intent_id=None,
-            boundary=None,
-            body_text=body_text,
-            prev_hash=prev_hash,
-            entry_hash=entry_hash,
-            recorded_at=datetime.fromisoformat(stamp),
+        entry = self._answered(
+            (status, position, prev_hash, entry_hash),
+            JournalHeader(
+                record.tenant_id,
+                record.run_id,
+                "confirmation",
+                record.causal_id,
+                record.idempotency_key,
+                None,
+                None,
+                None,
+            ),
+            body_text,
+            stamp,
         )
+        if status != "appended":
+            entry = None
         return ApproveAnswer(status=status, entry=entry)
 
     async def open_uncertain(self, *, limit: int, max_asks: int) -> list[UncertainAttempt]:

@@ -218,3 +218,15 @@ async def test_an_approval_under_a_changed_policy_is_stale_and_never_runs(
     assert again.reason == "approval_stale"
     assert harness.confirmation_state(cid) == "EXPIRED"
     assert harness.tools["append"].calls == 0
+
+
+async def test_an_approval_entry_is_observed_like_every_append(harness: Harness) -> None:
+    # What the checkpointer hears of: every entry appended, approvals included.
+    seen: list[tuple[str, int]] = []
+    harness.store.ops.append_observers.append(lambda e: seen.append((e.kind, e.position)))
+    _, cid = await _asked(harness, "c-obs")
+    await harness.lifecycle.manager.approve(LEAD_A, cid)
+    approved = await harness.lifecycle.manager.approve(LEAD_B, cid)
+    assert approved.state == "APPROVED"
+    assert [kind for kind, _ in seen].count("confirmation") == 2
+    assert [position for _, position in seen] == sorted(position for _, position in seen)

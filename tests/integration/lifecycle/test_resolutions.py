@@ -262,3 +262,14 @@ async def test_the_hook_is_asked_no_more_than_the_configured_number_of_times(
 
 def _asks(tool: ReconcilingTool, key: str) -> int:
     return sum(1 for one in tool.asked if one.idempotency_key == key)
+
+
+async def test_a_resolution_entry_is_observed_like_every_append(harness: Harness) -> None:
+    # The checkpointer signs every N-th head by observing appends; an entry no observer
+    # hears of could leave a run's head unsigned past N.
+    seen: list[tuple[str, int]] = []
+    harness.store.ops.append_observers.append(lambda e: seen.append((e.kind, e.position)))
+    key = await _uncertain(harness)
+    resolved = await _resolve(harness, key, B.EFFECT_COMPLETED)
+    assert seen[-1] == ("resolution", resolved.position)
+    assert [position for _, position in seen] == list(range(1, resolved.position + 1))
