@@ -11,7 +11,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from arvis.store.engine import libpq_url
-from arvis.store.operations import ADMIT_SQL, JOURNAL_SQL
+from arvis.store.statements import ADMIT_SQL, JOURNAL_SQL
 
 DDL = "CREATE TABLE IF NOT EXISTS floor_rows (id bigserial PRIMARY KEY, body jsonb NOT NULL)"
 INSERT = "INSERT INTO floor_rows (body) VALUES (%s)"

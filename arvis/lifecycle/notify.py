@@ -52,7 +52,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from arvis.domain.canonical import canonical_bytes
 from arvis.domain.clock import Clock
 from arvis.domain.errors import ArvisError, ConfigurationError
-from arvis.lifecycle.policy import egress_host, host_allowed, normalised_patterns
+from arvis.lifecycle.egress import egress_host, host_allowed, normalised_patterns
 from arvis.tools.http import check_endpoint
 
 log = logging.getLogger(__name__)

@@ -30,7 +30,7 @@ The egress gate checks the host a call will really reach. A tool with a fixed
 destination (a declared HTTP tool's ``url``, as exposed by the dispatcher that
 will run it) is checked by that host, read-only or not; any other tool holding
 ``network.access`` is checked by the host of its payload's ``url``. Hosts are
-compared exactly after normalisation (:func:`egress_host`); a URL whose host
+compared exactly after normalisation (:mod:`arvis.lifecycle.egress`); a URL whose host
 cannot be read unambiguously is refused.
 
 ``engine = "cedar"`` hands the decision to Cedar policies (:mod:`arvis.lifecycle.cedar`);
@@ -41,12 +41,10 @@ beside them (:mod:`arvis.lifecycle.shadow`). See docs/policy.md.
 
 from __future__ import annotations
 
-import ipaddress
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Literal, Protocol
-from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -68,6 +66,12 @@ from arvis.domain.context import AuthorizedEffectContext
 from arvis.domain.definitions import Effect, ReplaySafety, ToolDefinition
 from arvis.domain.errors import ConfigurationError
 from arvis.domain.payload import FrozenEffectPayload
+from arvis.lifecycle.egress import (
+    egress_host,
+    host_allowed,
+    normalise_pattern,
+    normalised_patterns,
+)
 
 GATED_CAPABILITIES = ("process.execute", "environment.write")
 
@@ -129,7 +133,7 @@ class TenantRules(BaseModel):
     @classmethod
     def _hosts(cls, patterns: list[str]) -> list[str]:
         for pattern in patterns:
-            if _normalise_pattern(pattern) is None:
+            if normalise_pattern(pattern) is None:
                 raise ValueError(
                     f"{pattern!r} is not a host name, an IP address, '*.domain' or '*' "
                     "(no scheme, port, path or userinfo)"
@@ -236,9 +240,9 @@ class RulePolicy:
         self.digest = sha256_hex(canonical_bytes(dumped))
         # The config keeps the operator's spelling (it is what the digest covers);
         # matching uses the normalised form, computed once.
-        self._default_egress = _normalised_patterns(self.config.default.egress_hosts)
+        self._default_egress = normalised_patterns(self.config.default.egress_hosts)
         self._tenant_egress = {
-            tenant: _normalised_patterns(rules.egress_hosts)
+            tenant: normalised_patterns(rules.egress_hosts)
             for tenant, rules in self.config.tenants.items()
         }
 
@@ -391,107 +395,3 @@ def _consent_rule(definition: ToolDefinition, rules: TenantRules) -> tuple[str, 
     ):
         return "consent_for_mutating_unsafe", True
     return None
-
-
-# A last label that is a number makes WHATWG clients read the host as IPv4
-# (``127.1``, ``0x7f.1``, ``2130706433``): refused rather than guessed.
-_NUMERIC_LABEL = re.compile(r"^(?:[0-9]+|0x[0-9a-f]*)$")
-_DNS_LABEL = re.compile(r"^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$")
-_UNSAFE_URL_CHARS = re.compile(r"[\s\x00-\x1f\x7f\\]")
-
-
-def egress_host(url: str) -> str | None:
-    """The normalised host ``url`` reaches, or None when it cannot be read unambiguously.
-
-    Refused (None): no authority, userinfo (``http://api.example.com@evil.test/``
-    reaches evil.test, and parsers disagree on what ``\\`` or a second ``@``
-    means, so ARVIS takes no side), whitespace, control characters or a
-    backslash anywhere, a malformed port. The port is not part of the host.
-    """
-    if _UNSAFE_URL_CHARS.search(url):
-        return None
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 -- raises on a malformed port
-    except ValueError:
-        return None
-    if not parts.netloc or "@" in parts.netloc or parts.hostname is None:
-        return None
-    return normalise_host(parts.hostname)
-
-
-def normalise_host(host: str) -> str | None:
-    """``host`` as egress rules compare it, or None when it is not a usable host.
-
-    IP literals in their canonical text (``[::FFFF:1]`` → ``::ffff:1``); DNS names
-    lowercased, one trailing dot dropped, internationalised names as their
-    ASCII (``xn--``) form. A non-ASCII name whose encoding differs between
-    IDNA 2003 and 2008 (``faß.de`` is ``fass.de`` to one and ``xn--fa-hia.de``
-    to the other), or that is not in its canonical Unicode form, is refused:
-    the two would be checked as one host and reached as another.
-    """
-    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    try:
-        return str(ipaddress.ip_address(bare))
-    except ValueError:
-        pass
-    name = bare.lower()
-    if name.endswith("."):
-        name = name[:-1]
-    if not name.isascii():
-        try:
-            encoded = name.encode("idna").decode("ascii")
-            if encoded.encode("ascii").decode("idna") != name:
-                return None
-        except UnicodeError:
-            return None
-        name = encoded
-    labels = name.split(".")
-    if len(name) > 253 or not all(_DNS_LABEL.match(label) for label in labels):
-        return None
-    if _NUMERIC_LABEL.match(labels[-1]):
-        return None
-    return name
-
-
-def _normalise_pattern(pattern: str) -> str | None:
-    if pattern == "*":
-        return pattern
-    if pattern.startswith("*."):
-        suffix = normalise_host(pattern[2:])
-        if suffix is None or _is_ip(suffix):
-            return None
-        return "*." + suffix
-    return normalise_host(pattern)
-
-
-def normalised_patterns(patterns: Sequence[str]) -> frozenset[str]:
-    """Egress patterns as :func:`host_allowed` compares them (invalid ones dropped)."""
-    return _normalised_patterns(patterns)
-
-
-def _normalised_patterns(patterns: Sequence[str]) -> frozenset[str]:
-    normalised = (_normalise_pattern(pattern) for pattern in patterns)
-    return frozenset(pattern for pattern in normalised if pattern is not None)
-
-
-def _is_ip(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
-
-
-def host_allowed(host: str, patterns: frozenset[str]) -> bool:
-    """Whether normalised ``host`` matches one of the normalised ``patterns``.
-
-    Exact match, ``*`` for any host, and ``*.example.org`` for strict subdomains
-    of example.org (not example.org itself, never an IP address).
-    """
-    if "*" in patterns or host in patterns:
-        return True
-    if _is_ip(host):
-        return False
-    labels = host.split(".")
-    return any("*." + ".".join(labels[i:]) in patterns for i in range(1, len(labels)))

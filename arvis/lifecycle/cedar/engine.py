@@ -36,7 +36,8 @@ from arvis.lifecycle.cedar.schema import (
     render_schema,
 )
 from arvis.lifecycle.cedar.source import CompiledPolicies, compile_policies, find_files
-from arvis.lifecycle.policy import PolicyConfig, RulePolicy, egress_host, payload_url
+from arvis.lifecycle.egress import egress_host
+from arvis.lifecycle.policy import PolicyConfig, RulePolicy, payload_url
 
 ENGINE = "cedar"
 ACTION = {"type": "Arvis::Action", "id": "tool.execute"}
