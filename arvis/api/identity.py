@@ -17,7 +17,6 @@ from arvis.bootstrap import Kernel
 from arvis.domain.apikeys import parse_token, secret_matches
 from arvis.domain.errors import ArvisError
 from arvis.domain.identity import Identity, Role
-from arvis.domain.ids import PrincipalId, TenantId
 
 
 class Unauthenticated(ArvisError):
@@ -70,14 +69,7 @@ async def authenticate(kernel: Kernel, token: str | None) -> Identity:
     matches = secret_matches(presented.secret, stored_hash)
     if record is None or record.revoked or not matches:
         raise Unauthenticated("a valid API key is required: Authorization: Bearer arvis_…")
-    return Identity(
-        tenant_id=TenantId(record.tenant_id),
-        principal_id=PrincipalId(record.principal),
-        method="api_key",
-        key_id=record.key_id,
-        roles=record.roles,
-        groups=record.groups,
-    )
+    return record.identity()
 
 
 def log_fields(request: Request) -> dict[str, str]:

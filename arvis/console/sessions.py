@@ -27,7 +27,6 @@ from arvis.api.identity import ForbiddenRole, authenticate
 from arvis.bootstrap import Kernel
 from arvis.domain.errors import ArvisError
 from arvis.domain.identity import Identity
-from arvis.domain.ids import PrincipalId, TenantId
 
 SESSION_COOKIE = "arvis_console"
 SIGN_IN_COOKIE = "arvis_console_signin"
@@ -106,16 +105,7 @@ async def current_user(kernel: Kernel, request: Request) -> ConsoleUser | None:
     found = await kernel.console_sessions.find(digest)
     if found is None:
         return None
-    key = found.key
-    identity = Identity(
-        tenant_id=TenantId(key.tenant_id),
-        principal_id=PrincipalId(key.principal),
-        method="api_key",
-        key_id=key.key_id,
-        roles=key.roles,
-        groups=key.groups,
-    )
-    return ConsoleUser(identity, csrf_for(token), digest, found.expires_at)
+    return ConsoleUser(found.key.identity(), csrf_for(token), digest, found.expires_at)
 
 
 async def sign_out(kernel: Kernel, user: ConsoleUser, response: Response) -> None:

@@ -17,7 +17,8 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from arvis.domain.apikeys import IssuedToken, issue_token
-from arvis.domain.identity import Role
+from arvis.domain.identity import Identity, Role
+from arvis.domain.ids import PrincipalId, TenantId
 from arvis.store.errors import translate
 from arvis.store.operations import PgOperations
 
@@ -39,6 +40,18 @@ class ApiKeyRecord:
     @property
     def revoked(self) -> bool:
         return self.revoked_at is not None
+
+    def identity(self) -> Identity:
+        """Who a request authenticated by this key is: the one mapping from a key to an
+        identity, for the API and the console alike."""
+        return Identity(
+            tenant_id=TenantId(self.tenant_id),
+            principal_id=PrincipalId(self.principal),
+            method="api_key",
+            key_id=self.key_id,
+            roles=self.roles,
+            groups=self.groups,
+        )
 
 
 _COLUMN_NAMES = (
