@@ -17,7 +17,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from arvis.config import (
     Environment,
@@ -30,6 +30,7 @@ from arvis.config import (
 from arvis.domain.clock import Clock
 from arvis.domain.errors import ArvisError, ConfigurationError
 from arvis.domain.ids import InstanceId
+from arvis.domain.sections import parse_section
 from arvis.evidence.setup import Evidence, load_evidence
 from arvis.lifecycle.admission import AdmissionService
 from arvis.lifecycle.authorization import ToolAuthorizationService
@@ -276,12 +277,7 @@ class AuditConfig(BaseModel):
 
 
 def parse_audit_config(raw: Mapping[str, Any]) -> AuditConfig:
-    try:
-        return AuditConfig.model_validate(dict(raw))
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise ConfigurationError(f"[audit] {where}: {first['msg']}") from None
+    return parse_section(AuditConfig, raw, "[audit]")
 
 
 def load_audit_sink(config: AuditConfig, store_fingerprint: str) -> AuditSink | None:

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from arvis.domain.errors import ConfigurationError
+from arvis.domain.sections import parse_section
 from arvis.evidence.keys import PublicKey, SigningKey
 from arvis.evidence.witness import Witness, load_witness, parse_witness_config
 from arvis.lifecycle.checkpoints import CheckpointPolicy
@@ -35,12 +35,7 @@ class CheckpointsConfig(BaseModel):
 
 
 def parse_checkpoints_config(raw: dict[str, Any] | None) -> CheckpointsConfig:
-    try:
-        return CheckpointsConfig.model_validate(raw or {})
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise ConfigurationError(f"[audit.checkpoints] {where}: {first['msg']}") from None
+    return parse_section(CheckpointsConfig, raw or {}, "[audit.checkpoints]")
 
 
 @dataclass

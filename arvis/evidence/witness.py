@@ -24,12 +24,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from arvis.domain.artifacts import AuditReceipt, Intent
 from arvis.domain.canonical import canonical_bytes
 from arvis.domain.checkpoints import Checkpoint
 from arvis.domain.errors import ConfigurationError
+from arvis.domain.sections import parse_section
 from arvis.lifecycle.journal import recorded_text
 
 WITNESS_FORMAT = "arvis-witness-v1"
@@ -159,12 +160,7 @@ Witness = FileWitness | HttpWitness
 def parse_witness_config(raw: Mapping[str, Any] | None) -> WitnessConfig | None:
     if raw is None:
         return None
-    try:
-        config = WitnessConfig.model_validate(dict(raw))
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise ConfigurationError(f"[audit.witness] {where}: {first['msg']}") from None
+    config = parse_section(WitnessConfig, raw, "[audit.witness]")
     if config.kind == "file" and config.path is None:
         raise ConfigurationError('[audit.witness] kind = "file" needs a path')
     if config.kind == "http" and not (config.url or "").startswith(("http://", "https://")):

@@ -24,9 +24,10 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from arvis.domain.errors import ConfigurationError
+from arvis.domain.sections import parse_section
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _DURATION = re.compile(r"^([0-9]{1,6})([smhd])$")
@@ -111,12 +112,7 @@ def parse_budgets_config(raw: Sequence[Mapping[str, Any]]) -> tuple[BudgetConfig
     """The ``[[budgets]]`` entries; a bad one stops start-up naming it."""
     budgets: list[BudgetConfig] = []
     for index, entry in enumerate(raw):
-        try:
-            budget = BudgetConfig.model_validate(dict(entry))
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(part) for part in first["loc"])
-            raise ConfigurationError(f"[[budgets]] #{index + 1} {where}: {first['msg']}") from None
+        budget = parse_section(BudgetConfig, entry, f"[[budgets]] #{index + 1}")
         if budget.field is None and budget.limit != budget.limit.to_integral_value():
             raise ConfigurationError(
                 f"[[budgets]] {budget.name}: a limit on calls is a whole number"

@@ -47,11 +47,12 @@ from datetime import datetime
 from typing import Any, Protocol
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from arvis.domain.canonical import canonical_bytes
 from arvis.domain.clock import Clock
 from arvis.domain.errors import ArvisError, ConfigurationError
+from arvis.domain.sections import parse_section
 from arvis.lifecycle.egress import egress_host, host_allowed, normalised_patterns
 from arvis.tools.http import check_endpoint
 
@@ -139,12 +140,7 @@ class Notifications:
 def load_notifications(raw: Mapping[str, Any], environ: Mapping[str, str]) -> Notifications:
     """Validate ``[notify]`` and read each webhook's secret; a problem stops start-up
     with one line naming the webhook and the variable (never a value)."""
-    try:
-        config = NotifyConfig.model_validate(dict(raw))
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise ConfigurationError(f"[notify] {where}: {first['msg']}") from None
+    config = parse_section(NotifyConfig, raw, "[notify]")
     patterns = normalised_patterns(config.egress_hosts)
     webhooks = []
     for hook in config.webhooks:

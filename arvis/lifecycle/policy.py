@@ -50,7 +50,6 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    ValidationError,
     field_validator,
     model_validator,
 )
@@ -64,8 +63,8 @@ from arvis.domain.authorization import (
 from arvis.domain.canonical import canonical_bytes, sha256_hex
 from arvis.domain.context import AuthorizedEffectContext
 from arvis.domain.definitions import Effect, ReplaySafety, ToolDefinition
-from arvis.domain.errors import ConfigurationError
 from arvis.domain.payload import FrozenEffectPayload
+from arvis.domain.sections import parse_section
 from arvis.lifecycle.egress import (
     egress_host,
     host_allowed,
@@ -205,21 +204,11 @@ class ConfirmationsConfig(BaseModel):
 
 
 def parse_confirmations_config(raw: Mapping[str, Any]) -> ConfirmationsConfig:
-    try:
-        return ConfirmationsConfig.model_validate(dict(raw))
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise ConfigurationError(f"[confirmations] {where}: {first['msg']}") from None
+    return parse_section(ConfirmationsConfig, raw, "[confirmations]")
 
 
 def parse_policy_config(raw: Mapping[str, Any]) -> PolicyConfig:
-    try:
-        return PolicyConfig.model_validate(dict(raw))
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise ConfigurationError(f"[policy] {where}: {first['msg']}") from None
+    return parse_section(PolicyConfig, raw, "[policy]")
 
 
 class RulePolicy:

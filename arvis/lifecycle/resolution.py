@@ -20,12 +20,12 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.clock import Clock
 from arvis.domain.context import AuthorizedEffectContext
-from arvis.domain.errors import ArvisError, ConfigurationError, PayloadError
+from arvis.domain.errors import ArvisError, PayloadError
 from arvis.domain.identity import Identity
 from arvis.domain.ids import CallId, IdempotencyKey, PlanId, RunId, TenantId
 from arvis.domain.journal import (
@@ -37,6 +37,7 @@ from arvis.domain.journal import (
     ResolvedEntry,
 )
 from arvis.domain.payload import freeze_payload
+from arvis.domain.sections import parse_section
 from arvis.lifecycle.errors import AlreadyResolved, NotFound, NotUncertain, SelfResolution
 from arvis.lifecycle.ports import JournalEntry, LifecycleStore, Resolution, UncertainAttempt
 from arvis.tools.base import Reconciliation, ToolInvocation
@@ -176,12 +177,7 @@ class ReconcileSettings(BaseModel):
 
 
 def parse_reconcile_config(raw: Mapping[str, Any]) -> ReconcileSettings:
-    try:
-        return ReconcileSettings.model_validate(dict(raw))
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise ConfigurationError(f"[reconcile] {where}: {first['msg']}") from None
+    return parse_section(ReconcileSettings, raw, "[reconcile]")
 
 
 _NO_HOOK_RECHECK_S = 24 * 3600.0

@@ -20,9 +20,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from arvis.domain.errors import ConfigurationError
+from arvis.domain.sections import parse_section
 
 Exporter = Literal["otlp", "none"]
 
@@ -67,12 +68,7 @@ OFF = TelemetrySettings(enabled=False)
 
 def parse_telemetry_config(raw: Mapping[str, Any]) -> TelemetryConfig:
     """The ``[telemetry]`` section, validated; a bad key stops start-up naming it."""
-    try:
-        return TelemetryConfig.model_validate(dict(raw))
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise ConfigurationError(f"[telemetry] {where}: {first['msg']}") from None
+    return parse_section(TelemetryConfig, raw, "[telemetry]")
 
 
 def resolve_telemetry(config: TelemetryConfig, environ: Mapping[str, str]) -> TelemetrySettings:

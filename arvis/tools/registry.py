@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from arvis.domain.definitions import ToolDefinition
 from arvis.domain.errors import ArvisError, ConfigurationError, DefinitionError
+from arvis.domain.sections import parse_section
 from arvis.tools.base import Tool
 from arvis.tools.builtins import builtin_tools
 from arvis.tools.http import HttpToolConfig, http_tool
@@ -77,12 +78,7 @@ ToolFactory = Callable[[ToolHost], Iterable[Tool]]
 
 def parse_tools_config(raw: Mapping[str, Any]) -> ToolsConfig:
     """Validate ``[tools]``; a bad entry stops start-up with one line naming it."""
-    try:
-        config = ToolsConfig.model_validate(dict(raw))
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise ConfigurationError(f"[tools] {where}: {first['msg']}") from None
+    config = parse_section(ToolsConfig, raw, "[tools]")
     for spec in config.factories:
         if not _matches(spec):
             raise ConfigurationError(f"[tools] factory {spec!r} must be 'package.module:factory'")
