@@ -112,6 +112,7 @@ class ToolManager:
                         state=to,
                         approvals=count,
                         quorum=current.quorum,
+                        round=current.round if current.round > 1 else None,
                     ),
                     recorded_at=self.clock.now(),
                 )

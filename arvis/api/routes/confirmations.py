@@ -40,6 +40,7 @@ def _out(record: ConfirmationRecord) -> ConfirmationOut:
         created_at=record.created_at,
         approvers=list(record.approver_groups),
         quorum=record.quorum,
+        round=record.round,
         approvals=[
             ApprovalOut(
                 principal_id=a.principal_id,
