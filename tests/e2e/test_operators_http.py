@@ -260,3 +260,43 @@ async def test_an_outsiders_not_started_does_not_rerun_a_quorum_consent(api: Api
     verify = await api.client.get("/v1/runs/run-renew/verify", headers=api.auth("acme:auditor"))
     assert verify.json()["ok"] is True
 
+
+async def test_the_requesting_agent_may_withdraw_its_own_request_and_nothing_more(
+    api: Api,
+) -> None:
+    payload = {"path": "ops/withdrawn.log", "line": "never mind"}
+    asked = await api.syscall("files.append", payload, run_id="run-w", causal_id="c-1")
+    cid = asked.json()["confirmation"]["id"]
+    store = await PgStore.open(api.database_url)
+    try:
+        _, other = await PgKeyStore(store.engine).create("acme", "agent-2", ["agent"])
+    finally:
+        await store.close()
+    deny = f"/v1/confirmations/{cid}/deny"
+
+    _problem(await api.client.post(deny, headers=api.auth("globex:agent")), 404, "not_found")
+    _problem(
+        await api.client.post(deny, headers={"Authorization": f"Bearer {other.token}"}),
+        403,
+        "identity_mismatch",
+    )
+    _problem(
+        await api.client.post(f"/v1/confirmations/{cid}/approve", headers=api.auth("acme:agent")),
+        403,
+        "forbidden_role",
+    )
+    withdrawn = await api.client.post(deny, headers=api.auth("acme:agent"))
+    assert withdrawn.status_code == 200, withdrawn.text
+    body = withdrawn.json()
+    assert (body["state"], body["reason"]) == ("DENIED", "withdrawn by the requester")
+    assert body["decided_by"].startswith("agent-of-acme ")
+
+    refused = await api.syscall("files.append", payload, run_id="run-w", causal_id="c-1")
+    assert (refused.json()["outcome"], refused.json()["reason"]) == (
+        "refused",
+        "confirmation_denied",
+    )
+    journal = await api.client.get("/v1/runs/run-w/journal", headers=api.auth("acme:auditor"))
+    [decision] = [e for e in journal.json()["entries"] if e["kind"] == "confirmation"]
+    assert decision["boundary"] == "PRE_EFFECT_REFUSAL"
+    assert decision["body"]["decided_by"]["principal_id"] == "agent-of-acme"
