@@ -141,7 +141,10 @@ def compose_lifecycle(
     plans = StaticToolPlanSource(dispatcher, store=PgPlanStore(store.engine))
     lease = InstanceLease(lifecycle_store, instance_id, lease_ttl_s)
     resolutions = ResolutionService(
-        lifecycle_store, clock, allow_self_resolution=allow_self_approval
+        lifecycle_store,
+        clock,
+        allow_self_resolution=allow_self_approval,
+        confirmation_ttl_s=confirmation_ttl.total_seconds(),
     )
     reconciler = Reconciler(lifecycle_store, plans, resolutions, reconcile)
     sweeper = RecoverySweeper(lifecycle_store, clock, reconciler=reconciler)

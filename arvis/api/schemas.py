@@ -104,7 +104,11 @@ class ConfirmationOut(_Out):
     """Approver groups one of which an approving key must hold (empty: any approver)."""
     quorum: int = 1
     """Distinct approvals needed."""
+    round: int = 1
+    """The round of approval: a resolution as not started of an attempt that used this
+    consent up opens the next one, under the same terms."""
     approvals: list[ApprovalOut] = Field(default_factory=list)
+    """The approvals of the current round."""
 
 
 class ConfirmationList(_Out):
@@ -149,6 +153,19 @@ class ResolveBody(BaseModel):
     """How the resolver knows (a ticket, a ledger line): journaled as given."""
 
 
+class ConsentRoundOut(_Out):
+    """The new round of approval a resolution as not started opened for the consent
+    its attempt used up: the next attempt runs only once it is APPROVED."""
+
+    confirmation_id: str
+    round: int
+    state: str
+    """PENDING, or APPROVED when the resolver's approval alone met the quorum."""
+    approvals: int
+    """1 when the resolver could approve the consent and so counts, else 0."""
+    quorum: int
+
+
 class ResolutionOut(_Out):
     run_id: str
     causal_id: str
@@ -163,3 +180,6 @@ class ResolutionOut(_Out):
     journal_position: int
     entry_hash: str
     recorded_at: datetime
+    consent: ConsentRoundOut | None = None
+    """The consent's new round, when the attempt ran under consent and is resolved as
+    not started (else null: the resolution leaves every consent as it is)."""

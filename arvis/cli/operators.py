@@ -37,7 +37,9 @@ def resolve(
     """Resolve an uncertain attempt, as the principal of the API key in ARVIS_API_KEY.
 
     The key needs the approver (or admin) role; the tenant is the key's. The
-    principal whose call it was may not resolve it (four eyes)."""
+    principal whose call it was may not resolve it (four eyes). Resolved as
+    not_started, an attempt that ran under consent opens a new round of approval of
+    that consent; the resolution counts as one approval when the key could approve."""
     boundary = RESOLVED_AS.get(as_)
     if boundary is None:
         fail("--as must be completed, failed or not_started", 2)
@@ -70,6 +72,9 @@ def resolve(
             "journal_position": entry.position,
             "entry_hash": entry.entry_hash,
             "recorded_at": entry.recorded_at.isoformat(),
+            "consent": None
+            if artifact.consent is None
+            else artifact.consent.model_dump(mode="json"),
         }
 
     answer = with_kernel(use)
@@ -81,6 +86,17 @@ def resolve(
         f"{answer['resolved_by']} (journal position {answer['journal_position']}, "
         f"resolving position {answer['resolves']})"
     )
+    consent = answer["consent"]
+    if consent is not None:
+        typer.echo(
+            f"consent {consent['confirmation_id']} opened round {consent['round']}: "
+            f"{consent['state']}, {consent['approvals']} of {consent['quorum']} approvals"
+            + (
+                "; the next attempt runs under it"
+                if consent["state"] == "APPROVED"
+                else "; the next attempt waits for its approvers"
+            )
+        )
 
 
 @notify_app.command("list")

@@ -162,6 +162,9 @@ class ConsentArtifact(_Body):
     approvals: int | None = Field(default=None, exclude_if=_absent)
     """Distinct approvals recorded, this one included (revision 0006 on)."""
     quorum: int | None = Field(default=None, exclude_if=_absent)
+    round: int | None = Field(default=None, exclude_if=_absent)
+    """The round of approval this decision belongs to, from the second on (revision
+    0010): a resolution as not started re-opens a consent its attempt used up."""
 
 
 class ResolvedEntry(_Body):
@@ -170,6 +173,24 @@ class ResolvedEntry(_Body):
     position: int
     entry_hash: str
     boundary: EffectBoundary
+
+
+class ConsentRound(_Body):
+    """What a resolution as not started did to the consent its attempt ran under.
+
+    The resolved attempt used that consent up; another attempt needs what the consent
+    needed (DESIGN §10), so the consent opens a new round of approval, under the terms
+    frozen when it was asked. The resolver's word counts as one approval of the round
+    when the resolver could have approved (approver role, one of the groups, not the
+    requester unless self-approval is allowed); a reconcile hook's never does.
+    """
+
+    confirmation_id: ConfirmationId
+    round: int
+    state: ConfirmationState
+    """PENDING, or APPROVED when the resolver's approval alone meets the quorum."""
+    approvals: int
+    quorum: int
 
 
 class ResolutionArtifact(_Body):
@@ -188,6 +209,9 @@ class ResolutionArtifact(_Body):
     evidence: str
     requested_by: str
     """The principal whose call it was (four eyes)."""
+    consent: ConsentRound | None = Field(default=None, exclude_if=_absent)
+    """The consent's new round, when the attempt ran under consent and is resolved as
+    not started (revision 0010 on)."""
 
 
 RESOLVED_BOUNDARIES = (

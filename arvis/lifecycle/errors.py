@@ -61,6 +61,13 @@ class ConfirmationStateConflict(ArvisError):
     code = "conflict"
 
 
+class NotRequester(ArvisError):
+    """A caller without the approver role tried to deny a confirmation it did not ask
+    for: only its requester may withdraw it."""
+
+    code = "identity_mismatch"
+
+
 class SelfApproval(ArvisError):
     """An approver tried to approve their own request (four eyes, DESIGN §4)."""
 

@@ -24,6 +24,7 @@ from arvis.lifecycle.errors import (
     ApproverNotInGroup,
     ConfirmationStateConflict,
     NotFound,
+    NotRequester,
     SelfApproval,
 )
 from arvis.lifecycle.ports import (
@@ -41,6 +42,8 @@ _APPROVED_ALREADY = (ConfirmationState.APPROVED, ConfirmationState.CONSUMED)
 _ROUNDS = 4
 EXPIRY = Decider(principal_id="arvis:expiry", auth_method="system")
 """Who the journal says expired a confirmation: the database's clock, not a person."""
+WITHDRAWN = "withdrawn by the requester"
+"""The reason of a deny by the requester that gave none."""
 
 
 def _label(identity: Identity) -> str:
@@ -112,6 +115,7 @@ class ToolManager:
                         state=to,
                         approvals=count,
                         quorum=current.quorum,
+                        round=current.round if current.round > 1 else None,
                     ),
                     recorded_at=self.clock.now(),
                 )
@@ -131,15 +135,25 @@ class ToolManager:
         self, approver: Identity, confirmation_id: ConfirmationId, reason: str | None
     ) -> ConfirmationRecord:
         """PENDING or APPROVED → DENIED, by an approver of the tool's groups (a deny by
-        any one of them denies). A requester may withdraw their own request. Journaled
-        as a refusal of the decision: it never runs."""
+        any one of them denies), or withdrawn by its requester, whatever their role
+        (an agent may withdraw what it asked; reason ``withdrawn by the requester``
+        unless it gives one). Anyone else without the approver role is refused
+        :class:`NotRequester`. Journaled as a refusal of the decision: it never runs."""
         current = await self._usable(approver, confirmation_id)
         to = ConfirmationState.DENIED
+        requester = approver.same_principal(current.tenant_id, current.requested_by)
+        if not requester and not approver.has_role("approver"):
+            raise NotRequester(
+                "only the requester of this action may withdraw it; denying it needs "
+                "the approver role"
+            )
         if current.state not in _USABLE:
             raise ConfirmationStateConflict(
                 f"confirmation {confirmation_id} is {current.state}; cannot become {to}"
             )
-        if not approver.same_principal(current.tenant_id, current.requested_by):
+        if requester:
+            reason = reason or WITHDRAWN
+        else:
             self._check_group(approver, current)
         answer = await self.store.journal(
             self._entry(current, _decider(approver), to, reason, decided_by=_label(approver))

@@ -34,6 +34,7 @@ from arvis.domain.ids import (
 )
 from arvis.domain.journal import (
     ConsentArtifact,
+    Decider,
     JournalArtifact,
     ResolutionArtifact,
     read_artifact,
@@ -88,6 +89,12 @@ class ConfirmationRecord:
     """The tool's definition when consent was asked (None: asked before revision 0006)."""
     policy_digest: str | None = None
     approvals: tuple[Approval, ...] = ()
+    """The approvals of the current round."""
+    round: int = 1
+    """The round of approval: a resolution as not started of an attempt that used the
+    consent up opens the next one (revision 0010)."""
+    renewed_at: datetime | None = None
+    """When the current round opened, from the second round on."""
 
     @property
     def requested_by(self) -> str:
@@ -326,6 +333,22 @@ class UncertainAttempt:
 
 
 @dataclass(frozen=True, slots=True)
+class ConsentRenewal:
+    """Open the next round of approval of a consent an uncertain attempt used up."""
+
+    confirmation: ConfirmationRecord
+    """The consent as Python decided on it: CONSUMED, in the round before ``round``."""
+    round: int
+    to_state: ConfirmationState
+    """PENDING, or APPROVED when the resolver's approval meets the quorum."""
+    expires_at: datetime
+    approver: Decider | None
+    """The resolver, when their resolution counts as an approval of the new round."""
+    decided_by: str | None
+    """Who approved it, when the new round is APPROVED at once."""
+
+
+@dataclass(frozen=True, slots=True)
 class Resolution:
     """Append a resolution of an uncertain attempt (written by ``arvis_resolve``)."""
 
@@ -338,9 +361,11 @@ class Resolution:
     artifact: ResolutionArtifact
     resolved_by: str
     recorded_at: datetime
+    renewal: ConsentRenewal | None = None
+    """The consent's next round, written with the resolution (or nothing is)."""
 
 
-ResolveStatus = Literal["appended", "resolved", "not_uncertain"]
+ResolveStatus = Literal["appended", "resolved", "not_uncertain", "stale"]
 
 
 @dataclass(frozen=True, slots=True)

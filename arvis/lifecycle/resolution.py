@@ -11,6 +11,18 @@ boundary (:func:`arvis.lifecycle.authorization._apply_retry_table`).
 
 Four eyes, as for consent (DESIGN §4): the principal whose call it was cannot
 resolve it unless the deployment allows self-approval.
+
+Settling an uncertain outcome meets the consent terms (DESIGN §10). Of the three
+answers only ``not_started`` allows another execution (``completed`` dedupes,
+``failed`` refuses a retry). An attempt that ran under consent used that consent up;
+when it is resolved as not started, the consent opens a new round of approval under
+the terms frozen when it was asked (approver groups, quorum, four eyes, a fresh
+expiry), in the same store step as the resolution, so the next attempt waits for
+those terms to be met again. The resolver's word counts as one approval of the new
+round when the resolver could have approved it; a reconcile hook's word never does
+(a machine's answer is not a person's consent). With a quorum of one, a resolver who
+could have approved leaves the consent APPROVED at once: the next attempt reserves
+it like any approved consent.
 """
 
 from __future__ import annotations
@@ -18,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -30,6 +43,7 @@ from arvis.domain.identity import Identity
 from arvis.domain.ids import CallId, IdempotencyKey, PlanId, RunId, TenantId
 from arvis.domain.journal import (
     RESOLVED_BOUNDARIES,
+    ConsentRound,
     Decider,
     ExecutionArtifact,
     RecoveryArtifact,
@@ -38,8 +52,22 @@ from arvis.domain.journal import (
 )
 from arvis.domain.payload import freeze_payload
 from arvis.domain.sections import parse_section
-from arvis.lifecycle.errors import AlreadyResolved, NotFound, NotUncertain, SelfResolution
-from arvis.lifecycle.ports import JournalEntry, LifecycleStore, Resolution, UncertainAttempt
+from arvis.domain.states import ConfirmationState
+from arvis.lifecycle.errors import (
+    AlreadyResolved,
+    ConfirmationStateConflict,
+    NotFound,
+    NotUncertain,
+    SelfResolution,
+)
+from arvis.lifecycle.ports import (
+    ConfirmationRecord,
+    ConsentRenewal,
+    JournalEntry,
+    LifecycleStore,
+    Resolution,
+    UncertainAttempt,
+)
 from arvis.tools.base import Reconciliation, ToolInvocation
 from arvis.tools.plans import ToolPlanSource, lease_plan
 
@@ -52,17 +80,27 @@ RESOLVED_AS = {
 }
 """What a resolver may say an uncertain attempt did."""
 MAX_EVIDENCE = 2000
+# A renewal is decided on the consent and the attempts read; a concurrent attempt or
+# renewal makes the read stale, and the resolution is decided again on the fresh one.
+_ROUNDS = 4
+_DEFAULT_TTL_S = 24 * 3600.0
 
 
 class ResolutionService:
     """Resolves uncertain attempts, as one store step each (``arvis_resolve``)."""
 
     def __init__(
-        self, store: LifecycleStore, clock: Clock, *, allow_self_resolution: bool = False
+        self,
+        store: LifecycleStore,
+        clock: Clock,
+        *,
+        allow_self_resolution: bool = False,
+        confirmation_ttl_s: float = _DEFAULT_TTL_S,
     ) -> None:
         self.store = store
         self.clock = clock
         self.allow_self_resolution = allow_self_resolution
+        self.confirmation_ttl_s = confirmation_ttl_s
 
     async def resolve(
         self,
@@ -94,7 +132,7 @@ class ResolutionService:
             key_id=resolver.key_id,
             groups=list(resolver.groups) or None,
         )
-        return await self.write(found, decider, boundary, evidence)
+        return await self.write(found, decider, boundary, evidence, resolver=resolver)
 
     async def uncertain(
         self, tenant_id: TenantId, run_id: RunId, key: str, attempt: int
@@ -120,46 +158,134 @@ class ResolutionService:
         decider: Decider,
         boundary: EffectBoundary,
         evidence: str,
+        *,
+        resolver: Identity | None = None,
     ) -> JournalEntry:
-        """Append the resolution (the one write of this step)."""
+        """Append the resolution (the one write of this step), with the consent's next
+        round when it allows another execution of a consented action.
+
+        ``resolver`` is the person resolving (None: a reconcile hook); only a person
+        who could have approved the consent counts as an approval of its new round.
+        """
         if boundary not in RESOLVED_BOUNDARIES:
             raise NotUncertain(f"an attempt cannot be resolved as {boundary}")
         entry = found.entry
         assert entry.attempt is not None
         assert entry.boundary is not None
-        artifact = ResolutionArtifact(
-            tool=_tool(entry),
-            attempt=entry.attempt,
-            resolves=ResolvedEntry(
-                position=entry.position,
-                entry_hash=entry.entry_hash,
-                boundary=EffectBoundary(entry.boundary),
-            ),
-            boundary=boundary,
-            resolved_by=decider,
-            evidence=evidence[:MAX_EVIDENCE],
-            requested_by=_requested_by(entry),
-        )
-        answer = await self.store.resolve(
-            Resolution(
-                tenant_id=entry.tenant_id,
-                run_id=entry.run_id,
-                causal_id=entry.causal_id,
-                idempotency_key=entry.idempotency_key,
+        resolved_by = f"{decider.principal_id} ({decider.auth_method}:{decider.key_id or '-'})"
+        for _ in range(_ROUNDS):
+            recorded_at = self.clock.now()
+            renewal = await self._renewal(found, boundary, decider, resolver, resolved_by)
+            artifact = ResolutionArtifact(
+                tool=_tool(entry),
                 attempt=entry.attempt,
-                uncertain_position=entry.position,
-                artifact=artifact,
-                resolved_by=f"{decider.principal_id} ({decider.auth_method}:"
-                f"{decider.key_id or '-'})",
-                recorded_at=self.clock.now(),
+                resolves=ResolvedEntry(
+                    position=entry.position,
+                    entry_hash=entry.entry_hash,
+                    boundary=EffectBoundary(entry.boundary),
+                ),
+                boundary=boundary,
+                resolved_by=decider,
+                evidence=evidence[:MAX_EVIDENCE],
+                requested_by=_requested_by(entry),
+                consent=None if renewal is None else _round(renewal),
+            )
+            answer = await self.store.resolve(
+                Resolution(
+                    tenant_id=entry.tenant_id,
+                    run_id=entry.run_id,
+                    causal_id=entry.causal_id,
+                    idempotency_key=entry.idempotency_key,
+                    attempt=entry.attempt,
+                    uncertain_position=entry.position,
+                    artifact=artifact,
+                    resolved_by=resolved_by,
+                    recorded_at=recorded_at,
+                    renewal=renewal,
+                )
+            )
+            if answer.status == "appended":
+                assert answer.entry is not None
+                return answer.entry
+            if answer.status == "resolved":
+                raise AlreadyResolved(f"attempt {entry.attempt} was resolved already")
+            if answer.status == "not_uncertain":
+                raise NotUncertain(f"attempt {entry.attempt} is not uncertain")
+            # stale: the consent or the decision's attempts changed since they were read.
+        raise ConfirmationStateConflict(
+            f"the consent of attempt {entry.attempt} kept changing; resolve it again"
+        )
+
+    async def _renewal(
+        self,
+        found: UncertainAttempt,
+        boundary: EffectBoundary,
+        decider: Decider,
+        resolver: Identity | None,
+        resolved_by: str,
+    ) -> ConsentRenewal | None:
+        """The consent's next round, when this resolution would otherwise let another
+        attempt run under a consent the resolved attempt used up; else None."""
+        entry = found.entry
+        assert entry.attempt is not None
+        confirmation_id = getattr(entry.artifact, "confirmation_id", None)
+        if boundary is not EffectBoundary.EFFECT_NOT_STARTED or confirmation_id is None:
+            return None
+        history = await self.store.history(
+            TenantId(entry.tenant_id),
+            RunId(entry.run_id),
+            entry.causal_id,
+            IdempotencyKey(entry.idempotency_key),
+        )
+        consent = history.confirmation
+        if (
+            consent is None
+            or consent.confirmation_id != confirmation_id
+            or consent.state is not ConfirmationState.CONSUMED
+        ):
+            # Waiting, approved, denied, expired or reserved: the next attempt meets the
+            # consent as it stands, which only a used-up one would not ask for.
+            return None
+        latest = history.latest
+        if history.in_flight is not None or (latest is not None and latest.attempt > entry.attempt):
+            # A later attempt exists: the retry table reads that one, not this.
+            return None
+        counts = resolver is not None and self._may_approve(resolver, consent)
+        approved = counts and consent.quorum <= 1
+        return ConsentRenewal(
+            confirmation=consent,
+            round=consent.round + 1,
+            to_state=ConfirmationState.APPROVED if approved else ConfirmationState.PENDING,
+            expires_at=self.clock.now() + self._ttl(consent),
+            approver=decider if counts else None,
+            decided_by=resolved_by if approved else None,
+        )
+
+    def _may_approve(self, resolver: Identity, consent: ConfirmationRecord) -> bool:
+        """Whether ``resolver`` could approve ``consent`` (the approve route's rules)."""
+        return (
+            resolver.has_role("approver")
+            and resolver.in_any_group(consent.approver_groups)
+            and (
+                self.allow_self_resolution
+                or not resolver.same_principal(consent.tenant_id, consent.requested_by)
             )
         )
-        if answer.status == "appended":
-            assert answer.entry is not None
-            return answer.entry
-        if answer.status == "resolved":
-            raise AlreadyResolved(f"attempt {entry.attempt} was resolved already")
-        raise NotUncertain(f"attempt {entry.attempt} is not uncertain")
+
+    def _ttl(self, consent: ConfirmationRecord) -> timedelta:
+        """The consent's time to live, as its terms gave it when it was asked."""
+        ttl = consent.expires_at - (consent.renewed_at or consent.created_at)
+        return ttl if ttl > timedelta(0) else timedelta(seconds=self.confirmation_ttl_s)
+
+
+def _round(renewal: ConsentRenewal) -> ConsentRound:
+    return ConsentRound(
+        confirmation_id=renewal.confirmation.confirmation_id,
+        round=renewal.round,
+        state=renewal.to_state,
+        approvals=0 if renewal.approver is None else 1,
+        quorum=renewal.confirmation.quorum,
+    )
 
 
 class ReconcileSettings(BaseModel):
@@ -188,7 +314,9 @@ class Reconciler:
 
     A definite answer is journaled as a resolution by ``reconciler:<tool>``; a hook
     that fails, times out or says ``unknown`` changes nothing but the time of the
-    next ask (backoff, at most ``max_asks`` asks).
+    next ask (backoff, at most ``max_asks`` asks). A hook's ``not_started`` of an
+    attempt that ran under consent opens the consent's next round with no approval:
+    a machine's word is not a person's consent (module docstring).
     """
 
     def __init__(
@@ -228,6 +356,8 @@ class Reconciler:
                 return True
             except (AlreadyResolved, NotUncertain):
                 return False  # a person was quicker
+            except ConfirmationStateConflict:
+                pass  # the decision kept moving: ask again later
         delay = (
             _NO_HOOK_RECHECK_S
             if answer is None

@@ -34,6 +34,7 @@ from arvis.lifecycle.ports import (
     ApproveAnswer,
     ConfirmationRecord,
     ConsentAnswer,
+    ConsentRenewal,
     ConsentRequest,
     DecisionHistory,
     InFlightAttempt,
@@ -68,6 +69,30 @@ from arvis.store.statements import (
 
 def _stamp(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def _renewal_json(renewal: ConsentRenewal | None) -> str | None:
+    """The consent's next round as ``arvis_resolve`` takes it (one jsonb record)."""
+    if renewal is None:
+        return None
+    approver = renewal.approver
+    return json.dumps(
+        {
+            "confirmation_id": renewal.confirmation.confirmation_id,
+            "round": renewal.round,
+            "state": renewal.to_state.value,
+            "expires_at": _stamp(renewal.expires_at),
+            "decided_by": renewal.decided_by,
+            "approver": None
+            if approver is None
+            else {
+                "principal_id": approver.principal_id,
+                "auth_method": approver.auth_method,
+                "key_id": approver.key_id,
+                "groups": approver.groups or [],
+            },
+        }
+    )
 
 
 class JournalHeader(NamedTuple):
@@ -372,6 +397,7 @@ class PgOperations:
                 resolution.resolved_by,
                 body_text,
                 stamp,
+                _renewal_json(resolution.renewal),
             ),
         )
         entry = self._answered(
@@ -403,6 +429,7 @@ class PgOperations:
                 record.causal_id,
                 record.idempotency_key,
                 record.confirmation_id,
+                record.round,
                 step.approver_principal,
                 step.approver_method,
                 step.approver_key_id,

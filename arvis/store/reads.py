@@ -45,18 +45,19 @@ _CHAIN = (
     " intent_id, boundary, recorded_at, body FROM journal_entries"
     " WHERE tenant_id = %s AND run_id = %s AND position > %s ORDER BY position LIMIT %s"
 )
-# Each approval with who made it (principal and key, from authentication) and when.
+# Each approval of the current round with who made it (principal and key, from
+# authentication) and when; earlier rounds' approvals stay in the journal and the table.
 APPROVALS = (
     "(SELECT coalesce(jsonb_agg(jsonb_build_object('principal_id', a.principal_id,"
     " 'auth_method', a.auth_method, 'key_id', a.key_id, 'groups', to_jsonb(a.groups),"
     " 'decided_at', a.decided_at, 'position', a.position) ORDER BY a.position), '[]')"
     " FROM confirmation_approvals a WHERE a.tenant_id = {t}.tenant_id"
-    " AND a.confirmation_id = {t}.confirmation_id)"
+    " AND a.confirmation_id = {t}.confirmation_id AND a.round = {t}.round)"
 )
 CONFIRMATION_COLUMNS = (
     "confirmation_id, tenant_id, run_id, causal_id, idempotency_key, tool, payload, state,"
     " context, decided_by, decision_reason AS reason, decided_at, expires_at, created_at,"
-    " approver_groups, quorum, definition_fingerprint, policy_digest, "
+    " approver_groups, quorum, definition_fingerprint, policy_digest, round, renewed_at, "
     + APPROVALS.format(t="confirmations")
     + " AS approvals"
 )
@@ -162,6 +163,8 @@ def confirmation_from(row: Mapping[str, Any]) -> ConfirmationRecord:
         definition_fingerprint=row.get("definition_fingerprint"),
         policy_digest=row.get("policy_digest"),
         approvals=tuple(_approval(item) for item in row.get("approvals") or ()),
+        round=row.get("round") or 1,
+        renewed_at=row.get("renewed_at"),
     )
 
 

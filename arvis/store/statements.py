@@ -25,11 +25,11 @@ CONSENT_SQL = (
 )
 RESOLVE_SQL = (
     "SELECT out_status, out_position, out_prev_hash, out_entry_hash FROM arvis_resolve("
-    "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
 APPROVE_SQL = (
     "SELECT out_status, out_position, out_prev_hash, out_entry_hash FROM arvis_approve("
-    "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
 OPEN_UNCERTAIN_SQL = (
     f"SELECT {UNCERTAIN_COLUMNS} WHERE r.boundary IS NULL AND r.next_ask_at <= now()"
@@ -58,7 +58,7 @@ HISTORY_SQL = (
     " c.expires_at AS c_expires_at, c.created_at AS c_created_at,"
     " c.approver_groups AS c_approver_groups, c.quorum AS c_quorum,"
     " c.definition_fingerprint AS c_definition_fingerprint,"
-    " c.policy_digest AS c_policy_digest,"
+    " c.policy_digest AS c_policy_digest, c.round AS c_round, c.renewed_at AS c_renewed_at,"
     # Revision 0006: the resolution of the latest attempt, and the database's clock.
     " rz.boundary AS resolved, rz.position AS resolution_position, now() AS read_at"
     " FROM (SELECT 1) AS one"

@@ -177,12 +177,17 @@ confirmations = Table(
     Column("quorum", Integer, nullable=False, server_default=text("1")),
     Column("definition_fingerprint", Text),
     Column("policy_digest", Text),
+    # The round of approval (revision 0010): a resolution as not started of an attempt
+    # that used the consent up opens the next, under the same terms, at renewed_at.
+    Column("round", Integer, nullable=False, server_default=text("1")),
+    Column("renewed_at", DateTime(timezone=True)),
     PrimaryKeyConstraint("tenant_id", "confirmation_id"),
     UniqueConstraint("idempotency_key", "tenant_id"),
     ForeignKeyConstraint(["tenant_id", "run_id"], ["runs.tenant_id", "runs.run_id"]),
     _tenant_check(),
     CheckConstraint(_in("state", CONFIRMATION_STATES), name="state_known"),
     CheckConstraint("quorum >= 1", name="quorum_positive"),
+    CheckConstraint("round >= 1", name="round_positive"),
     Index(
         "ix_confirmations_tenant_id_state_confirmation_id", "tenant_id", "state", "confirmation_id"
     ),
@@ -194,20 +199,22 @@ confirmations = Table(
     ),
 )
 
-# One row per distinct approver of a confirmation (revision 0006): the key is the
-# rule "distinct approvals" of a quorum, enforced by the database.
+# One row per distinct approver of a confirmation in each round of approval
+# (revisions 0006, 0010): the key is the rule "distinct approvals" of a quorum,
+# enforced by the database.
 confirmation_approvals = Table(
     "confirmation_approvals",
     metadata,
     Column("tenant_id", Text, nullable=False),
     Column("confirmation_id", Text, nullable=False),
+    Column("round", Integer, nullable=False, server_default=text("1")),
     Column("principal_id", Text, nullable=False),
     Column("auth_method", Text, nullable=False),
     Column("key_id", Text),
     Column("groups", ARRAY(Text), nullable=False, server_default=text("'{}'")),
     Column("decided_at", DateTime(timezone=True), nullable=False),
     Column("position", BigInteger, nullable=False),
-    PrimaryKeyConstraint("tenant_id", "confirmation_id", "principal_id"),
+    PrimaryKeyConstraint("tenant_id", "confirmation_id", "round", "principal_id"),
     ForeignKeyConstraint(
         ["tenant_id", "confirmation_id"],
         ["confirmations.tenant_id", "confirmations.confirmation_id"],

@@ -9,14 +9,37 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
+from arvis.store.database import PgStore
+from arvis.store.keys import PgKeyStore
 from tests.support.console import hidden, sign_in, text_of
 from tests.support.http import Api, serve_api
 from tests.support.lifecycle import Harness, crash_during_dispatch, make_harness
+from tests.support.unsuretools import RUNS
+
+# A quorum-2 tool that loses track of its first call: resolving it (issue 23).
+CONFIG = """
+[tools]
+factories = ["tests.support.unsuretools:make_tools"]
+
+[policy.default.approvals."probe.unsure"]
+approvers = ["payments-leads"]
+quorum = 2
+"""
 
 
 @pytest.fixture(scope="module")
 async def api(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Api]:
-    async with serve_api(database_url, tmp_path_factory.mktemp("arvis-console")) as served:
+    data = tmp_path_factory.mktemp("arvis-console")
+    async with serve_api(database_url, data, config=CONFIG) as served:
+        store = await PgStore.open(database_url)
+        try:
+            for name in ("lead-a", "lead-b"):
+                _, issued = await PgKeyStore(store.engine).create(
+                    "acme", name, ["approver"], ["payments-leads"]
+                )
+                served.tokens[f"acme:{name}"] = issued.token
+        finally:
+            await store.close()
         yield served
 
 
@@ -297,6 +320,34 @@ async def test_an_uncertain_outcome_is_called_out_and_resolved_from_the_run_page
     )
     assert again.status_code == 409
     assert 'data-code="already_resolved"' in again.text
+
+
+async def test_a_not_started_from_the_console_does_not_rerun_a_quorum_consent(
+    api: Api, browser: httpx.AsyncClient
+) -> None:
+    """Issue 23 through the Resolve form: an admin outside the tool's group resolves a
+    quorum-2 consented call not started; the re-post waits for a new round."""
+    payload = {"target": "console-renew"}
+    asked = await api.syscall("probe.unsure", payload, run_id="run-con-q", causal_id="c-1")
+    cid = asked.json()["confirmation"]["id"]
+    for lead in ("acme:lead-a", "acme:lead-b"):
+        approved = await api.client.post(f"/v1/confirmations/{cid}/approve", headers=api.auth(lead))
+        assert approved.status_code == 200, approved.text
+    ran = await api.syscall("probe.unsure", payload, run_id="run-con-q", causal_id="c-1")
+    key = ran.json()["idempotency_key"]
+    csrf = await sign_in(browser, api.tokens["acme:admin"])
+
+    done = await browser.post(
+        f"/console/runs/run-con-q/attempts/{key}/1/resolve",
+        data={"csrf_token": csrf, "as": "not_started", "evidence": "no such request"},
+    )
+
+    assert done.status_code == 303, done.text
+    again = await api.syscall("probe.unsure", payload, run_id="run-con-q", causal_id="c-1")
+    assert again.json()["outcome"] == "confirmation_required", again.text
+    assert RUNS["console-renew"] == 1
+    queue = text_of((await browser.get("/console/approvals")).text)
+    assert "probe.unsure" in queue
 
 
 async def test_signing_out_ends_the_session_for_the_old_cookie(

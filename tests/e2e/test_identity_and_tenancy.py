@@ -26,7 +26,8 @@ ROUTES: list[tuple[str, str, Any, set[str]]] = [
     ("POST", "/v1/runs/run-roles/replay", None, {"agent", "auditor"}),
     ("GET", "/v1/confirmations", None, {"approver"}),
     ("POST", "/v1/confirmations/cnf_none/approve", None, {"approver"}),
-    ("POST", "/v1/confirmations/cnf_none/deny", None, {"approver"}),
+    # An agent may withdraw the confirmation it asked for (the service checks whose it is).
+    ("POST", "/v1/confirmations/cnf_none/deny", None, {"approver", "agent"}),
     ("GET", "/metrics", None, {"admin"}),
 ]
 ROUTE_IDS = [f"{m} {p}" for m, p, _, _ in ROUTES]

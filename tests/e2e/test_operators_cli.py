@@ -5,14 +5,45 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner, Result
 
 from arvis.cli import app
-from tests.support.http import Api
+from arvis.store.database import PgStore
+from arvis.store.keys import PgKeyStore
+from tests.support.http import Api, serve_api
 from tests.support.lifecycle import crash_during_dispatch, make_harness
+from tests.support.unsuretools import RUNS
+
+CONFIG = """
+[tools]
+factories = ["tests.support.unsuretools:make_tools"]
+
+[policy.default.approvals."probe.unsure"]
+approvers = ["payments-leads"]
+quorum = 2
+"""
+
+
+@pytest.fixture(scope="module")
+async def api(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Api]:
+    """The served app, with two keys of the group a quorum-2 tool names and one outside it."""
+    data: Path = tmp_path_factory.mktemp("arvis-ops-cli")
+    async with serve_api(database_url, data, config=CONFIG) as served:
+        store = await PgStore.open(database_url)
+        try:
+            keys = PgKeyStore(store.engine)
+            for name, group in (("lead-a", "payments-leads"), ("lead-b", "payments-leads")):
+                _, issued = await keys.create("acme", name, ["approver"], [group])
+                served.tokens[f"acme:{name}"] = issued.token
+            _, issued = await keys.create("acme", "ops-outsider", ["approver"], ["infra"])
+            served.tokens["acme:outsider"] = issued.token
+        finally:
+            await store.close()
+        yield served
 
 
 @pytest.fixture
@@ -107,6 +138,41 @@ async def test_arvis_resolve_journals_the_resolution_as_the_keys_principal(
         assert "no attempt" in foreign.output
     finally:
         await harness.close()
+
+
+async def test_arvis_resolve_by_an_outsider_does_not_rerun_a_quorum_consent(
+    api: Api, env: dict[str, str]
+) -> None:
+    """Issue 23 from the command line: two leads of a quorum-2 consent approve, the call
+    ends uncertain, an approver outside the group resolves it not_started with ``arvis
+    resolve``. The re-post waits for a new round of approval instead of running again."""
+    payload = {"target": "cli-renew"}
+    asked = await api.syscall("probe.unsure", payload, run_id="run-cli-q", causal_id="c-1")
+    cid = asked.json()["confirmation"]["id"]
+    for lead in ("acme:lead-a", "acme:lead-b"):
+        approved = await api.client.post(f"/v1/confirmations/{cid}/approve", headers=api.auth(lead))
+        assert approved.status_code == 200, approved.text
+    ran = await api.syscall("probe.unsure", payload, run_id="run-cli-q", causal_id="c-1")
+    assert ran.json()["boundary"] == "EFFECT_STATE_UNKNOWN"
+    key = ran.json()["idempotency_key"]
+
+    out = await _ok(
+        {**env, "ARVIS_API_KEY": api.tokens["acme:outsider"]},
+        "resolve",
+        "run-cli-q",
+        key,
+        "1",
+        "--as",
+        "not_started",
+        "--evidence",
+        "no such request in the far side's log",
+    )
+
+    again = await api.syscall("probe.unsure", payload, run_id="run-cli-q", causal_id="c-1")
+    assert again.json()["outcome"] == "confirmation_required", again.text
+    assert RUNS["cli-renew"] == 1
+    assert f"consent {cid} opened round 2: PENDING, 0 of 2 approvals" in out
+    assert "waits for its approvers" in out
 
 
 async def test_arvis_notify_lists_the_outbox_and_revives_dead_events(

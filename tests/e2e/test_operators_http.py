@@ -13,9 +13,18 @@ from arvis.store.database import PgStore
 from arvis.store.keys import PgKeyStore
 from tests.support.http import Api, serve_api
 from tests.support.lifecycle import Harness, crash_during_dispatch, make_harness
+from tests.support.unsuretools import RUNS
 
 CONFIG = """
+[tools]
+factories = ["tests.support.unsuretools:make_tools"]
+
 [policy.default.approvals."files.append"]
+approvers = ["payments-leads"]
+quorum = 2
+ttl_s = 900
+
+[policy.default.approvals."probe.unsure"]
 approvers = ["payments-leads"]
 quorum = 2
 ttl_s = 900
@@ -32,6 +41,8 @@ async def api(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> As
             for name in ("lead-a", "lead-b"):
                 _, issued = await keys.create("acme", name, ["approver"], ["payments-leads"])
                 served.tokens[f"acme:{name}"] = issued.token
+            _, issued = await keys.create("acme", "ops-outsider", ["approver"], ["infra"])
+            served.tokens["acme:outsider"] = issued.token
         finally:
             await store.close()
         yield served
@@ -169,3 +180,123 @@ async def test_the_caller_whose_attempt_it_was_cannot_resolve_it(
         headers={"Authorization": f"Bearer {issued.token}"},
     )
     _problem(response, 403, "self_resolution")
+
+
+async def _approve(api: Api, cid: str, *who: str) -> httpx.Response:
+    answer = None
+    for name in who:
+        answer = await api.client.post(f"/v1/confirmations/{cid}/approve", headers=api.auth(name))
+        assert answer.status_code == 200, answer.text
+    assert answer is not None
+    return answer
+
+
+async def _uncertain_under_quorum(api: Api, run_id: str, target: str) -> tuple[str, str]:
+    """A quorum-2 consent given by two leads, and the call it allowed ending uncertain:
+    (the confirmation id, the idempotency key)."""
+    payload = {"target": target}
+    asked = await api.syscall("probe.unsure", payload, run_id=run_id, causal_id="c-1")
+    assert asked.json()["outcome"] == "confirmation_required", asked.text
+    cid = asked.json()["confirmation"]["id"]
+    approved = await _approve(api, cid, "acme:lead-a", "acme:lead-b")
+    assert approved.json()["state"] == "APPROVED"
+    ran = await api.syscall("probe.unsure", payload, run_id=run_id, causal_id="c-1")
+    assert ran.json()["boundary"] == "EFFECT_STATE_UNKNOWN", ran.text
+    assert RUNS[target] == 1
+    return cid, ran.json()["idempotency_key"]
+
+
+async def test_an_outsiders_not_started_does_not_rerun_a_quorum_consent(api: Api) -> None:
+    """The finding: two leads of a quorum-2 consent approve, the call ends uncertain, an
+    approver outside the group resolves it not_started. The agent's re-post must not run
+    the tool again under the consumed consent: the consent asks for a new round."""
+    cid, key = await _uncertain_under_quorum(api, "run-renew", "renew")
+    payload = {"target": "renew"}
+    resolved = await api.client.post(
+        f"/v1/runs/run-renew/attempts/{key}/1/resolve",
+        json={"as": "not_started", "evidence": "no such request in the far side's log"},
+        headers=api.auth("acme:outsider"),
+    )
+    assert resolved.status_code == 201, resolved.text
+
+    again = await api.syscall("probe.unsure", payload, run_id="run-renew", causal_id="c-1")
+    assert again.json()["outcome"] == "confirmation_required", again.text
+    assert again.json()["confirmation"]["id"] == cid
+    assert RUNS["renew"] == 1
+    assert resolved.json()["consent"] == {
+        "confirmation_id": cid,
+        "round": 2,
+        "state": "PENDING",
+        "approvals": 0,
+        "quorum": 2,
+    }
+
+    # The new round meets the terms as the first did: an outsider is not in the group,
+    # one lead is not a quorum, and an approval of the first round does not count.
+    _problem(
+        await api.client.post(
+            f"/v1/confirmations/{cid}/approve", headers=api.auth("acme:outsider")
+        ),
+        403,
+        "approver_not_in_group",
+    )
+    one = await _approve(api, cid, "acme:lead-a")
+    assert (one.json()["state"], [a["principal_id"] for a in one.json()["approvals"]]) == (
+        "PENDING",
+        ["lead-a"],
+    )
+    still = await api.syscall("probe.unsure", payload, run_id="run-renew", causal_id="c-1")
+    assert still.json()["outcome"] == "confirmation_required"
+    assert RUNS["renew"] == 1
+    two = await _approve(api, cid, "acme:lead-b")
+    assert two.json()["state"] == "APPROVED"
+
+    ran = await api.syscall("probe.unsure", payload, run_id="run-renew", causal_id="c-1")
+    assert (ran.json()["outcome"], ran.json()["boundary"]) == ("executed", "EFFECT_COMPLETED")
+    assert RUNS["renew"] == 2
+    again = await api.syscall("probe.unsure", payload, run_id="run-renew", causal_id="c-1")
+    assert again.json()["outcome"] == "deduplicated"
+    assert RUNS["renew"] == 2
+    verify = await api.client.get("/v1/runs/run-renew/verify", headers=api.auth("acme:auditor"))
+    assert verify.json()["ok"] is True
+
+
+async def test_the_requesting_agent_may_withdraw_its_own_request_and_nothing_more(
+    api: Api,
+) -> None:
+    payload = {"path": "ops/withdrawn.log", "line": "never mind"}
+    asked = await api.syscall("files.append", payload, run_id="run-w", causal_id="c-1")
+    cid = asked.json()["confirmation"]["id"]
+    store = await PgStore.open(api.database_url)
+    try:
+        _, other = await PgKeyStore(store.engine).create("acme", "agent-2", ["agent"])
+    finally:
+        await store.close()
+    deny = f"/v1/confirmations/{cid}/deny"
+
+    _problem(await api.client.post(deny, headers=api.auth("globex:agent")), 404, "not_found")
+    _problem(
+        await api.client.post(deny, headers={"Authorization": f"Bearer {other.token}"}),
+        403,
+        "identity_mismatch",
+    )
+    _problem(
+        await api.client.post(f"/v1/confirmations/{cid}/approve", headers=api.auth("acme:agent")),
+        403,
+        "forbidden_role",
+    )
+    withdrawn = await api.client.post(deny, headers=api.auth("acme:agent"))
+    assert withdrawn.status_code == 200, withdrawn.text
+    body = withdrawn.json()
+    assert (body["state"], body["reason"]) == ("DENIED", "withdrawn by the requester")
+    assert body["decided_by"].startswith("agent-of-acme ")
+
+    refused = await api.syscall("files.append", payload, run_id="run-w", causal_id="c-1")
+    assert (refused.json()["outcome"], refused.json()["reason"]) == (
+        "refused",
+        "confirmation_denied",
+    )
+    journal = await api.client.get("/v1/runs/run-w/journal", headers=api.auth("acme:auditor"))
+    [decision] = [e for e in journal.json()["entries"] if e["kind"] == "confirmation"]
+    assert decision["boundary"] == "PRE_EFFECT_REFUSAL"
+    assert decision["body"]["decided_by"]["principal_id"] == "agent-of-acme"

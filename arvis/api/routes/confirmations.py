@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, cast
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Depends, Path, Query
 
-from arvis.api.identity import ApproverIdentity, KernelDep
+from arvis.api.identity import ApproverIdentity, KernelDep, require_role
 from arvis.api.problems import problem_responses
 from arvis.api.schemas import (
     ApprovalOut,
@@ -15,6 +15,7 @@ from arvis.api.schemas import (
     ConfirmationState,
     DecisionBody,
 )
+from arvis.domain.identity import Identity
 from arvis.domain.ids import ConfirmationId
 from arvis.domain.states import ConfirmationState as ConfirmationStateValue
 from arvis.lifecycle.ports import ConfirmationRecord
@@ -23,6 +24,8 @@ from arvis.lifecycle.results import ID_PATTERN
 router = APIRouter(tags=["confirmations"])
 
 ConfirmationIdPath = Annotated[str, Path(pattern=ID_PATTERN, description="The confirmation's id.")]
+# A deny is an approver's, or the requester's withdrawal (the service tells them apart).
+DenierIdentity = Annotated[Identity, Depends(require_role("approver", "agent"))]
 
 
 def _out(record: ConfirmationRecord) -> ConfirmationOut:
@@ -40,6 +43,7 @@ def _out(record: ConfirmationRecord) -> ConfirmationOut:
         created_at=record.created_at,
         approvers=list(record.approver_groups),
         quorum=record.quorum,
+        round=record.round,
         approvals=[
             ApprovalOut(
                 principal_id=a.principal_id,
@@ -100,11 +104,15 @@ async def approve_confirmation(
 )
 async def deny_confirmation(
     confirmation_id: ConfirmationIdPath,
-    identity: ApproverIdentity,
+    identity: DenierIdentity,
     kernel: KernelDep,
     body: DecisionBody | None = None,
 ) -> ConfirmationOut:
-    """PENDING or APPROVED → DENIED, with an optional reason (≤ 500 characters)."""
+    """PENDING or APPROVED → DENIED, with an optional reason (≤ 500 characters).
+
+    By an approver of the tool's groups, or withdrawn by the requester (an agent key
+    of the principal that asked: reason ``withdrawn by the requester`` unless given).
+    Another agent: 403 ``identity_mismatch``."""
     reason = body.reason if body is not None else None
     record = await kernel.lifecycle.manager.deny(identity, ConfirmationId(confirmation_id), reason)
     return _out(record)

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Path, Request
 
 from arvis.api.identity import ApproverIdentity, KernelDep, log_fields
 from arvis.api.problems import problem_responses
-from arvis.api.schemas import ResolutionOut, ResolveBody
+from arvis.api.schemas import ConsentRoundOut, ResolutionOut, ResolveBody
 from arvis.domain.ids import RunId
 from arvis.domain.journal import ResolutionArtifact
 from arvis.lifecycle.resolution import RESOLVED_AS
@@ -41,7 +41,12 @@ async def resolve_attempt(
     Appends a resolution entry to the run's chain (who, from the key; when; the
     resolved boundary; the evidence; the entry it resolves, which is never changed).
     The retry table then reads the resolved boundary. Not uncertain, or resolved
-    already: 409. The principal whose call it was: 403 ``self_resolution``."""
+    already: 409. The principal whose call it was: 403 ``self_resolution``.
+
+    Resolved as not started, an attempt that ran under consent does not let the next
+    attempt run under the consent it used up: the consent opens a new round of
+    approval (``consent`` in the answer), in which this resolution counts as one
+    approval when the resolver could have approved it."""
     log_fields(request)["run_id"] = run_id
     entry = await kernel.lifecycle.resolutions.resolve(
         identity, RunId(run_id), idempotency_key, attempt, RESOLVED_AS[body.as_], body.evidence
@@ -60,4 +65,7 @@ async def resolve_attempt(
         journal_position=entry.position,
         entry_hash=entry.entry_hash,
         recorded_at=entry.recorded_at,
+        consent=None
+        if artifact.consent is None
+        else ConsentRoundOut.model_validate(artifact.consent.model_dump(mode="json")),
     )

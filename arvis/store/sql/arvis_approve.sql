@@ -7,8 +7,13 @@
 --   'stale'      the approvals or the state are not what Python saw: read, decide again
 --   'duplicate'  this principal has approved this confirmation already
 --   'expired'    the confirmation expired by the database's clock: nothing written
+-- Revision 0010 adds p_round, the round of approval Python decided in (a resolution
+-- as not started of an attempt that used the consent up opens the next one): the
+-- approvals counted, and the distinct approvers, are those of that round; a round
+-- that moved on since is 'stale'.
 CREATE OR REPLACE FUNCTION arvis_approve(
     p_tenant text, p_run text, p_causal text, p_key text, p_confirmation text,
+    p_round integer,
     p_principal text, p_auth_method text, p_key_id text, p_groups text[], p_seen integer,
     p_to text, p_decided_by text, p_body text, p_recorded_at text,
     OUT out_status text, OUT out_position bigint, OUT out_prev_hash text,
@@ -17,7 +22,8 @@ CREATE OR REPLACE FUNCTION arvis_approve(
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtextextended(p_tenant || E'\x1f' || p_run, 0));
     IF EXISTS (SELECT 1 FROM confirmation_approvals WHERE tenant_id = p_tenant
-                AND confirmation_id = p_confirmation AND principal_id = p_principal) THEN
+                AND confirmation_id = p_confirmation AND round = p_round
+                AND principal_id = p_principal) THEN
         out_status := 'duplicate';
         RETURN;
     END IF;
@@ -26,8 +32,10 @@ BEGIN
         out_status := 'expired';
         RETURN;
     END IF;
-    IF (SELECT count(*) FROM confirmation_approvals WHERE tenant_id = p_tenant
-         AND confirmation_id = p_confirmation) <> p_seen THEN
+    IF NOT EXISTS (SELECT 1 FROM confirmations WHERE tenant_id = p_tenant
+                    AND confirmation_id = p_confirmation AND round = p_round)
+       OR (SELECT count(*) FROM confirmation_approvals WHERE tenant_id = p_tenant
+            AND confirmation_id = p_confirmation AND round = p_round) <> p_seen THEN
         out_status := 'stale';
         RETURN;
     END IF;
@@ -39,9 +47,9 @@ BEGIN
     IF out_status <> 'appended' THEN
         RETURN;
     END IF;
-    INSERT INTO confirmation_approvals (tenant_id, confirmation_id, principal_id,
+    INSERT INTO confirmation_approvals (tenant_id, confirmation_id, round, principal_id,
         auth_method, key_id, groups, decided_at, position)
-    VALUES (p_tenant, p_confirmation, p_principal, p_auth_method, p_key_id, p_groups,
-        p_recorded_at::timestamptz, out_position);
+    VALUES (p_tenant, p_confirmation, p_round, p_principal, p_auth_method, p_key_id,
+        p_groups, p_recorded_at::timestamptz, out_position);
 END
 $$;

@@ -1,4 +1,4 @@
--- Triggers of revision 0006 (issue 16). They decide nothing about the lifecycle: they
+-- Triggers of revision 0006 (issue 16; arvis_on_confirmation as revision 0010 left it). They decide nothing about the lifecycle: they
 -- keep two indexes of facts already written, in the transaction that wrote them, so
 -- neither can be lost or invented after the fact:
 --   * `resolutions`: an open row for every attempt journaled uncertain
@@ -44,20 +44,29 @@ BEGIN
 END
 $$;
 
+-- Revision 0010: a consent re-opened for a new round of approval (a resolution as not
+-- started of the attempt that used it up) is asked again: 'confirmation.requested'
+-- when the round waits (PENDING), 'confirmation.approved' when the resolver's approval
+-- met its quorum. The events of a round after the first carry the round in their id
+-- and subject, so each round's facts are reported once each.
 CREATE OR REPLACE FUNCTION arvis_on_confirmation() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
-    v_type text := 'confirmation.' || CASE WHEN TG_OP = 'INSERT' THEN 'requested'
-                                          ELSE lower(NEW.state) END;
+    v_type text := 'confirmation.' || CASE WHEN TG_OP = 'INSERT' OR NEW.state = 'PENDING'
+                                          THEN 'requested' ELSE lower(NEW.state) END;
+    v_subject jsonb := jsonb_build_object('confirmation_id', NEW.confirmation_id,
+            'run_id', NEW.run_id, 'causal_id', NEW.causal_id,
+            'idempotency_key', NEW.idempotency_key, 'tool', NEW.tool, 'state', NEW.state,
+            'requested_by', NEW.context ->> 'principal_id',
+            'approvers', to_jsonb(NEW.approver_groups), 'quorum', NEW.quorum,
+            'expires_at', NEW.expires_at);
 BEGIN
     INSERT INTO notify_outbox (tenant_id, event_id, event_type, subject)
     VALUES (NEW.tenant_id,
-        arvis_event_id(ARRAY[v_type, NEW.tenant_id, NEW.confirmation_id]),
+        arvis_event_id(ARRAY[v_type, NEW.tenant_id, NEW.confirmation_id]
+            || CASE WHEN NEW.round > 1 THEN ARRAY[NEW.round::text] ELSE '{}'::text[] END),
         v_type,
-        jsonb_build_object('confirmation_id', NEW.confirmation_id, 'run_id', NEW.run_id,
-            'causal_id', NEW.causal_id, 'idempotency_key', NEW.idempotency_key,
-            'tool', NEW.tool, 'state', NEW.state, 'requested_by',
-            NEW.context ->> 'principal_id', 'approvers', to_jsonb(NEW.approver_groups),
-            'quorum', NEW.quorum, 'expires_at', NEW.expires_at))
+        CASE WHEN NEW.round > 1 THEN v_subject || jsonb_build_object('round', NEW.round)
+             ELSE v_subject END)
     ON CONFLICT DO NOTHING;
     RETURN NULL;
 END
