@@ -22,6 +22,7 @@ from arvis.api.routes import checkpoints as run_checkpoints
 from arvis.api.tracing import TraceContext
 from arvis.bootstrap import Kernel, build_kernel
 from arvis.config import Environment, load_settings
+from arvis.console import ConsoleHeaders
 from arvis.console import mount as mount_console
 from arvis.lifecycle.syscalls import PhaseObserver
 from arvis.mcp.endpoint import McpEndpoint
@@ -117,6 +118,9 @@ def create_app(
         AccessLog,
         on_response=lambda method, status: metrics.requests.labels(method, str(status)).inc(),
     )
+    # Outermost: whichever layer answers under /console (a route, the body guard, the
+    # deadline, the router's 405), the answer carries the console's security headers.
+    app.add_middleware(ConsoleHeaders)
     return app
 
 

@@ -28,6 +28,7 @@ from arvis.lifecycle.clock import SystemClock
 from arvis.lifecycle.engines import build_policy
 from arvis.lifecycle.policy import ToolPolicy, parse_policy_config
 from arvis.lifecycle.shadow import ShadowPolicy
+from arvis.tools.errors import CanonicalFormRefused
 from arvis.tools.plans import ToolPlan
 
 policy_app = typer.Typer(help="The deployment's policy: schema, validation, a dry decision.")
@@ -129,6 +130,13 @@ def check(
     problem = ToolAuthorizationService(policy, SystemClock()).schema_problem(
         definition, frozen.value
     )
+    acted_on = frozen
+    if problem is None:
+        # Policy is shown the payload in the form the tool acts on, as at admission.
+        try:
+            acted_on = plan.acted_on(tool, frozen)
+        except CanonicalFormRefused as exc:
+            problem = exc.message
     context = AuthorizedEffectContext(
         tenant_id=TenantId(tenant),
         principal_id=PrincipalId(principal),
@@ -144,7 +152,8 @@ def check(
     destination = plan.destination(tool)
     answer: dict[str, Any] = {"tool": tool}
     if problem is not None:
-        # Admission checks the payload against the tool's schema before any policy.
+        # Admission checks the payload against the tool's schema, and computes the form
+        # the tool acts on, before any policy.
         answer |= {
             "decision": "deny",
             "reason": "payload_invalid",
@@ -156,13 +165,18 @@ def check(
     else:
         answer |= _verdict(
             enforced.evaluate(
-                context, definition, frozen, destination=destination, attempt=attempt, now=now
+                context, definition, acted_on, destination=destination, attempt=attempt, now=now
             )
         )
         if isinstance(policy, ShadowPolicy):
             answer["shadow"] = _verdict(
                 policy.shadow.evaluate(
-                    context, definition, frozen, destination=destination, attempt=attempt, now=now
+                    context,
+                    definition,
+                    acted_on,
+                    destination=destination,
+                    attempt=attempt,
+                    now=now,
                 )
             )
     charges = budgets.charges(tenant, principal, tool, frozen.value, now)

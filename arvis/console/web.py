@@ -4,7 +4,9 @@ Pages are rendered by Jinja2 with autoescaping on for every template, so anythin
 that came from a payload, a result or a reason is shown as text. Every answer under
 ``/console`` carries a Content-Security-Policy that admits this origin's own script
 and stylesheet only (no inline script, nothing from elsewhere), refuses framing and
-is not cached. Errors are pages, with the status and stable code of the API's problem.
+is not cached — errors included, whichever layer answers them (:class:`ConsoleHeaders`:
+an unknown page, another method, a body over the server's limit, a deadline). Errors
+are pages, with the status and stable code of the API's problem.
 """
 
 from __future__ import annotations
@@ -16,12 +18,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote
 
-from fastapi import Request, Response
+from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.routing import APIRoute
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from pydantic import ValidationError
+from starlette.datastructures import MutableHeaders
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from arvis.api.problems import STATUS_BY_CODE, TITLES
 from arvis.domain.errors import ArvisError
@@ -156,3 +161,66 @@ class ConsoleRoute(APIRoute):
             return response
 
         return console_handler
+
+
+def is_console_path(path: str) -> bool:
+    return path == "/console" or path.startswith("/console/")
+
+
+class ConsoleHeaders:
+    """ASGI middleware: every answer under ``/console`` gets :data:`SECURITY_HEADERS`.
+
+    The console's routes set them too; this holds for what no console route answers
+    (the API's 405, a body guard's 413, a deadline's 503). Installed outermost
+    (``arvis.api.app``), so no layer answers around it.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not is_console_path(scope["path"]):
+            await self.app(scope, receive, send)
+            return
+
+        async def secured(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in SECURITY_HEADERS.items():
+                    headers[name] = value
+            await send(message)
+
+        await self.app(scope, receive, secured)
+
+
+# The router's own refusals of an address under /console that no console route took.
+_CODE_BY_STATUS = {404: "not_found", 405: "method_not_allowed"}
+_DETAILS = {
+    "not_found": "the console has no such page",
+    "method_not_allowed": "this page does not take that method",
+}
+
+
+def install_error_pages(app: FastAPI) -> None:
+    """Answer the router's 404 and 405 under ``/console`` with the console's error page.
+
+    Wraps the HTTP-error handler already installed (the API's problem answers), which
+    keeps every other path.
+    """
+    previous = app.exception_handlers.get(StarletteHTTPException)
+
+    async def on_http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        code = _CODE_BY_STATUS.get(exc.status_code)
+        if code is None or not is_console_path(request.url.path):
+            if previous is None:
+                raise exc
+            answer = previous(request, exc)
+            return await answer if not isinstance(answer, Response) else answer
+        page = error_page(request, code, _DETAILS[code])
+        if exc.headers:
+            page.headers.update(exc.headers)  # 405 says what is allowed
+        page.headers.update(SECURITY_HEADERS)
+        return page
+
+    app.add_exception_handler(StarletteHTTPException, on_http_error)

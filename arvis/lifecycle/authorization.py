@@ -4,9 +4,11 @@
 and what the store knows of the decision's history, it applies DESIGN §4 in a
 fixed order — the causal id's binding, consent bound to its requester, the
 retry table, the tool in the run's plan, the payload against its schema, the
-sealed context, the policy with its capability and egress gates, the
+sealed context, the policy with its capability and egress gates (on the payload
+in the form the tool acts on, ``ToolPlan.acted_on``), the
 consent gate, and the budgets the call would be charged to — and answers
-one step. It reads nothing and writes nothing: the admission loop
+one step. It reads nothing of the store and writes nothing (a tool's canonical
+hook may look at the tool's own state, the sandbox's symlinks): the admission loop
 (:mod:`arvis.lifecycle.admission`) has the store write the step, and the store
 checks, atomically, that the history it was decided on is still the history.
 """
@@ -36,6 +38,7 @@ from arvis.domain.states import ConfirmationState
 from arvis.lifecycle.budgets import AmountProblem, BudgetCharge, Budgets
 from arvis.lifecycle.policy import ToolPolicy
 from arvis.lifecycle.ports import ConfirmationRecord, DecisionHistory
+from arvis.tools.errors import CanonicalFormRefused
 from arvis.tools.plans import ToolPlan
 
 
@@ -184,14 +187,20 @@ class ToolAuthorizationService:
             instance_id=request.instance_id,
         )
         now = self.clock.now()
+        # -- policy decides on what the tool acts on (DESIGN §10, issue 23) --------------
+        try:
+            acted_on = request.plan.acted_on(definition.name, request.payload)
+        except CanonicalFormRefused as exc:
+            return refuse(DenialReason.PAYLOAD_INVALID, exc.message)
         decision = self.policy.evaluate(
             context,
             definition,
-            request.payload,
+            acted_on,
             destination=request.plan.destination(request.tool),
             attempt=history.next_attempt,
             now=now,
         )
+        # -- end of the policy's input ---------------------------------------------------
         versions = {
             "policy_version": decision.policy_version,
             "policy_digest": decision.policy_digest,

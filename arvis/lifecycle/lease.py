@@ -15,6 +15,14 @@ distinct names, a restarted worker never takes a sibling's live name, and two
 processes can never both believe they hold one. Whatever a free slot's earlier
 holder left unsettled is provably abandoned, so the claimer settles it at once.
 
+The holder text also says where and when its process runs
+(:mod:`arvis.lifecycle.holder`). Before it claims, a process takes over the
+slots of its instance id whose holder provably died on this host — a crash of
+this process's predecessor, not yet expired — by releasing each in one
+statement conditional on that exact holder, so it settles its own crash at
+start-up, at once (DESIGN §10). A live process's slot, or another host's, is
+never taken over: it is left to expire (DESIGN §6).
+
 The process also keeps a local deadline: a successful claim or beat sent at
 monotonic time *t* makes the lease good until *t + ttl* less a margin, which is
 never later than the database's own expiry. The handler admits only before that
@@ -24,13 +32,17 @@ admitting before anyone may sweep its calls.
 
 from __future__ import annotations
 
-import os
+import logging
+import re
 import time
 import uuid
 from collections.abc import Callable
 
 from arvis.domain.errors import ArvisError, StoreUnavailable
+from arvis.lifecycle.holder import Holder, ProcessProbe, ProcProbe, provably_gone
 from arvis.lifecycle.ports import LifecycleStore
+
+log = logging.getLogger(__name__)
 
 # Slots tried by one claim. More than this many live processes under one
 # instance id is a misconfiguration worth a clear error.
@@ -55,13 +67,17 @@ class InstanceLease:
         ttl_s: float,
         *,
         monotonic: Callable[[], float] = time.monotonic,
+        probe: ProcessProbe | None = None,
     ) -> None:
         self.store = store
         self.instance_id = instance_id
         self.ttl_s = ttl_s
+        self._probe = probe or ProcProbe()
         # The pid tells an operator which process holds a name; the random part
-        # keeps two lives of one pid apart.
-        self.holder = f"{os.getpid()}:{uuid.uuid4().hex}"
+        # keeps two lives of one pid apart; the rest says where and when it runs.
+        self.identity = Holder.of_this_process(uuid.uuid4().hex, self._probe)
+        self.holder = self.identity.text()
+        self._slot = re.compile(re.escape(instance_id) + r"/[0-9]+")
         self._monotonic = monotonic
         self._name: str | None = None
         self._good_until = 0.0
@@ -97,6 +113,26 @@ class InstanceLease:
                 "retry on another instance"
             )
         return self.name
+
+    async def take_over(self) -> list[str]:
+        """Release the slots of this instance id whose holder provably died on this
+        host (:func:`~arvis.lifecycle.holder.provably_gone`); answer their names.
+
+        Each release is one statement conditional on the exact holder read, so a slot
+        claimed by someone else meanwhile is left alone. What the dead holder left in
+        flight is then abandoned: the start-up sweep settles it at once.
+        """
+        taken = []
+        for name, text in await self.store.live_leases(self.instance_id):
+            holder = Holder.parse(text)
+            if not self._slot.fullmatch(name) or holder is None:
+                continue
+            if not provably_gone(holder, self.identity, self._probe):
+                continue
+            if await self.store.release_lease(name, text):
+                log.warning("took over lease %s: its holder %s is gone", name, text)
+                taken.append(name)
+        return taken
 
     async def claim(self) -> str:
         """Take the lowest free slot under the instance id; answer its name."""

@@ -536,7 +536,15 @@ class LifecycleStore(Protocol):
         """Extend ``name`` while ``holder`` still holds it; False when it does not."""
         ...
 
-    async def release_lease(self, name: str, holder: str) -> None: ...
+    async def release_lease(self, name: str, holder: str) -> bool:
+        """Give ``name`` back while ``holder`` holds it (its own, or a dead holder's it
+        takes over); False when ``holder`` does not hold it."""
+        ...
+
+    async def live_leases(self, instance_id: str) -> list[tuple[str, str]]:
+        """(name, holder) of every live lease whose name is under ``instance_id/``:
+        not released, not expired (database time)."""
+        ...
 
 
 class AuditSink(Protocol):

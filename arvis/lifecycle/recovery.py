@@ -228,8 +228,11 @@ class RecoveryRuntime:
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> list[SettledIntent]:
-        """Claim a lease, settle what the claimed name's earlier holder left (it is
-        free, so that holder is gone), sweep expired owners once, start the loops."""
+        """Take over the slots of this instance id whose holder died on this host,
+        claim a lease, settle what the claimed name's earlier holder left (it is
+        free, so that holder is gone), sweep released and expired owners once —
+        the slots taken over among them, at once (DESIGN §10) — start the loops."""
+        await self.lease.take_over()
         name = await self.lease.claim()
         settled = await self.sweeper.sweep(owner=name)
         settled += await self.sweeper.sweep()

@@ -59,6 +59,7 @@ from arvis.store.statements import (
     HISTORY_SQL,
     IN_FLIGHT_SQL,
     JOURNAL_SQL,
+    LIVE_LEASES_SQL,
     MARK_STARTED_SQL,
     OPEN_UNCERTAIN_SQL,
     RECORD_ASK_SQL,
@@ -515,8 +516,14 @@ class PgOperations:
     async def beat_lease(self, name: str, holder: str, ttl_s: float) -> bool:
         return await self._count(BEAT_LEASE_SQL, {"n": name, "h": holder, "ttl": ttl_s}) == 1
 
-    async def release_lease(self, name: str, holder: str) -> None:
-        await self._count(RELEASE_LEASE_SQL, (name, holder))
+    async def release_lease(self, name: str, holder: str) -> bool:
+        return await self._count(RELEASE_LEASE_SQL, (name, holder)) == 1
+
+    async def live_leases(self, instance_id: str) -> list[tuple[str, str]]:
+        async with self._connection() as conn:
+            cursor = conn.cursor(row_factory=tuple_row)
+            await cursor.execute(LIVE_LEASES_SQL, (instance_id + "/",))
+            return [(str(name), str(holder)) for name, holder in await cursor.fetchall()]
 
 
 def _spent_budget(error: IntegrityConflict) -> str | None:

@@ -107,5 +107,11 @@ BEAT_LEASE_SQL = (
 )
 RELEASE_LEASE_SQL = (
     "UPDATE instance_leases SET released = true, expires_at = now()"
-    " WHERE instance_id = %s AND holder = %s"
+    " WHERE instance_id = %s AND holder = %s AND NOT released"
+)
+# The slots of one instance id still held, for the start-up takeover of dead ones.
+LIVE_LEASES_SQL = (
+    "SELECT instance_id, holder FROM instance_leases"
+    " WHERE starts_with(instance_id, %s) AND holder IS NOT NULL AND NOT released"
+    " AND expires_at > now() ORDER BY instance_id"
 )

@@ -148,6 +148,28 @@ class Reconcile(Protocol):
     async def __call__(self, invocation: ToolInvocation) -> Reconciliation | ReconcileOutcome: ...
 
 
+class Canonical(Protocol):
+    """A tool's optional ``canonical(value)``: the payload in the form the tool acts on.
+
+    A tool kind that rewrites its input before acting (a file tool normalises its
+    path and resolves it inside the sandbox) exposes that rewrite here, so policy,
+    the capability gate and the egress gate decide on what the tool will really do
+    (DESIGN §10), not on one spelling of it. Given the schema-valid payload value
+    (a fresh copy), it answers the canonical value; the tool must then act on
+    exactly that (the built-in file tools open the path this same function
+    computes). It must be deterministic, fast and free of effects: it runs on the
+    event loop during admission, before anything is recorded. It may read the
+    state it rewrites against (the sandbox's symlinks), never change anything.
+
+    Raising refuses the call ``payload_invalid`` before admission: an
+    :class:`~arvis.domain.errors.ArvisError` is shown with its message and code
+    (write them for the caller), any other exception as a fixed text. The
+    idempotency key stays over the payload as the agent sent it.
+    """
+
+    def __call__(self, value: Any) -> Any: ...
+
+
 @runtime_checkable
 class Reporter(Protocol):
     """Progress of a call, correlated by call id.
@@ -186,7 +208,9 @@ class Tool(Protocol):
     ``execute`` returns a :class:`ToolResult` or raises exactly one
     :class:`~arvis.tools.errors.ToolExecutionError` for ``invocation.call_id``.
     A mutating tool calls ``reporter.effect_started(call_id)`` right before its
-    point of no return. A tool may also offer ``reconcile`` (:class:`Reconcile`).
+    point of no return. A tool may also offer ``reconcile`` (:class:`Reconcile`)
+    and ``canonical`` (:class:`Canonical`), which the dispatcher reads once, at
+    construction, like the definition.
     """
 
     @property

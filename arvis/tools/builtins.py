@@ -2,6 +2,11 @@
 
 They are fallbacks: an application tool of the same name replaces one.
 
+A file tool exposes its path's canonical form (``canonical``: normalised,
+sandbox-relative, symlinks inside resolved), which policy decides on and which
+the tool then opens; a path that has none (``invalid_path``,
+``path_outside_sandbox``, ``name_too_long``, ``symlink_loop``) is refused at
+admission, ``payload_invalid``, before anything is admitted (DESIGN §10).
 A file tool answers input it refuses as a problem result with
 ``effect_started=False`` (boundary ``EFFECT_NOT_STARTED``), so a corrected
 call, or the same call once the cause is gone, may run — even the
@@ -57,6 +62,7 @@ from arvis.tools.sandbox import (
     MAX_PATH_CHARS,
     FileRefusal,
     NotFound,
+    canonical_path,
     confine,
     inspect_entry,
     open_entry,
@@ -124,6 +130,20 @@ class _Builtin:
         return self.definition.name
 
 
+class _FileTool(_Builtin):
+    def canonical(self, value: Any) -> Any:
+        """The payload with its ``path`` as this tool opens it (DESIGN §10).
+
+        Admission shows policy this form; a path the tool would refuse — absolute,
+        ``..``, out through a symlink, a loop, too long — is refused there, before
+        anything is recorded as admitted. The body opens :func:`confine`'s answer for
+        the same path, the function this form is computed by.
+        """
+        if not isinstance(value, dict):
+            return value
+        return {**value, "path": canonical_path(self.sandbox_dir, value.get("path"))}
+
+
 def _path(invocation: ToolInvocation) -> object:
     payload = invocation.payload.value
     return payload.get("path") if isinstance(payload, dict) else None
@@ -171,7 +191,7 @@ class EchoTool(_Builtin):
         return ToolResult.ok(invocation.payload.value)
 
 
-class FilesReadTool(_Builtin):
+class FilesReadTool(_FileTool):
     definition = FILES_READ
 
     async def execute(self, invocation: ToolInvocation, reporter: Reporter) -> ToolResult:
@@ -222,7 +242,7 @@ def _read(sandbox: Path, raw: object) -> bytes | None:
     return None if len(data) > MAX_FILE_BYTES else data
 
 
-class FilesWriteTool(_Builtin):
+class FilesWriteTool(_FileTool):
     definition = FILES_WRITE
 
     async def execute(self, invocation: ToolInvocation, reporter: Reporter) -> ToolResult:
@@ -326,7 +346,7 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-class FilesAppendTool(_Builtin):
+class FilesAppendTool(_FileTool):
     definition = FILES_APPEND
 
     async def execute(self, invocation: ToolInvocation, reporter: Reporter) -> ToolResult:

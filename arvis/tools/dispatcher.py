@@ -54,7 +54,7 @@ from types import MappingProxyType
 
 from arvis.domain.definitions import ToolDefinition
 from arvis.domain.errors import DefinitionError
-from arvis.tools.base import Reconcile, Reporter, Tool, ToolInvocation
+from arvis.tools.base import Canonical, Reconcile, Reporter, Tool, ToolInvocation
 from arvis.tools.calls import (
     CALL,
     DEFAULT_CALL_MEMORY,
@@ -218,6 +218,7 @@ class ToolDispatcher:
         snapshot: dict[str, ToolDefinition] = {}
         destinations: dict[str, str] = {}
         reconcilers: dict[str, Reconcile] = {}
+        canonicals: dict[str, Canonical] = {}
         for tool in tools:
             name, definition = tool.name, tool.definition
             if not isinstance(definition, ToolDefinition):
@@ -237,6 +238,11 @@ class ToolDispatcher:
             hook = getattr(tool, "reconcile", None)
             if callable(hook):
                 reconcilers[name] = hook
+            rewrite = getattr(tool, "canonical", None)
+            if rewrite is not None:
+                if not callable(rewrite):
+                    raise DefinitionError(name, "canonical must be a function of the payload")
+                canonicals[name] = rewrite
         if call_memory < 0:
             raise ValueError("call_memory must not be negative")
         self._snapshot: Mapping[str, ToolDefinition] = MappingProxyType(
@@ -244,6 +250,7 @@ class ToolDispatcher:
         )
         self._destinations: Mapping[str, str] = MappingProxyType(destinations)
         self._reconcilers: Mapping[str, Reconcile] = MappingProxyType(reconcilers)
+        self._canonicals: Mapping[str, Canonical] = MappingProxyType(canonicals)
         self._default_deadline_s = default_deadline_s
         self._calls = RecentCalls(call_memory)
         # Identifies this dispatcher's calls, so no layer of another stack passes for ours.
@@ -295,6 +302,11 @@ class ToolDispatcher:
     def reconciler(self, name: str) -> Reconcile | None:
         """The tool's ``reconcile`` hook (issue 16), read once at construction, or None."""
         return self._reconcilers.get(name)
+
+    def canonicalizer(self, name: str) -> Canonical | None:
+        """The tool's ``canonical`` hook (DESIGN §10), read once at construction, or None:
+        what admission asks for the form of a payload that policy decides on."""
+        return self._canonicals.get(name)
 
     def definition(self, name: str) -> ToolDefinition:
         """The definition of ``name``; :class:`UnknownTool` when the plan lacks it."""

@@ -130,3 +130,18 @@ class PlanUnavailable(PlanError):
     def __init__(self, wanted: PlanId | None) -> None:
         super().__init__(f"the tool plan source failed to lease {wanted or 'the current plan'}")
         self.wanted = wanted
+
+
+class CanonicalFormRefused(ArvisError):
+    """A tool's ``canonical`` hook refused the payload, or failed: nothing is admitted.
+
+    Admission answers it as a ``payload_invalid`` refusal (DESIGN §10): policy can
+    only decide on the form the tool acts on, and this payload has none.
+    """
+
+    code = "payload_invalid"
+
+    def __init__(self, tool: str, reason: str) -> None:
+        super().__init__(f"tool {tool!r} cannot act on this payload: {reason}")
+        self.tool = tool
+        self.reason = reason

@@ -16,11 +16,18 @@ from typing import Any, Protocol
 
 from arvis.domain.canonical import canonical_bytes, sha256_hex
 from arvis.domain.definitions import ToolDefinition
-from arvis.domain.errors import ArvisError
+from arvis.domain.errors import ArvisError, PayloadError
 from arvis.domain.ids import PlanId
-from arvis.tools.base import Reconcile, Reporter, ToolInvocation
+from arvis.domain.payload import FrozenEffectPayload, freeze_payload
+from arvis.tools.base import Canonical, Reconcile, Reporter, ToolInvocation
 from arvis.tools.classify import not_started
-from arvis.tools.errors import PlanError, PlanMismatch, PlanNotFound, PlanUnavailable
+from arvis.tools.errors import (
+    CanonicalFormRefused,
+    PlanError,
+    PlanMismatch,
+    PlanNotFound,
+    PlanUnavailable,
+)
 from arvis.tools.layers import Dispatcher
 from arvis.tools.outcome import DispatchOutcome
 
@@ -77,6 +84,41 @@ class ToolPlan:
         lookup = getattr(self.dispatcher, "reconciler", None)
         hook = lookup(tool) if callable(lookup) else None
         return hook if callable(hook) else None
+
+    def acted_on(self, tool: str, payload: FrozenEffectPayload) -> FrozenEffectPayload:
+        """``payload`` in the form ``tool`` acts on, which policy decides on (DESIGN §10).
+
+        The tool's ``canonical`` hook (:class:`~arvis.tools.base.Canonical`) when this
+        plan's dispatcher would run it, else ``payload`` itself. Raises
+        :class:`CanonicalFormRefused` when the hook refuses, fails, or answers what is
+        not a payload.
+        """
+        hook = dispatcher_canonical(self.dispatcher, tool)
+        return payload if hook is None else canonical_form(tool, hook, payload)
+
+
+def canonical_form(tool: str, hook: Canonical, payload: FrozenEffectPayload) -> FrozenEffectPayload:
+    """What ``hook`` makes of ``payload``, frozen; :class:`CanonicalFormRefused` otherwise."""
+    try:
+        value = hook(payload.value)
+    except ArvisError as exc:
+        # A typed refusal is written for the caller (a file tool's, say, names its code).
+        raise CanonicalFormRefused(tool, f"{exc.message} ({exc.code})") from None
+    except Exception:  # a hook is code we did not write: contained, its text not shown
+        logger.exception("the canonical hook of tool %s failed", tool)
+        raise CanonicalFormRefused(tool, "its canonical form could not be computed") from None
+    try:
+        return freeze_payload(value)
+    except PayloadError as exc:
+        logger.error("the canonical hook of tool %s answered no payload: %s", tool, exc.message)
+        raise CanonicalFormRefused(tool, "its canonical form is not a payload") from None
+
+
+def dispatcher_canonical(dispatcher: Dispatcher, tool: str) -> Canonical | None:
+    """``dispatcher.canonicalizer(tool)`` when it offers one (see ``ToolDispatcher``)."""
+    lookup = getattr(dispatcher, "canonicalizer", None)
+    hook = lookup(tool) if callable(lookup) else None
+    return hook if callable(hook) else None
 
 
 def dispatcher_destination(dispatcher: Dispatcher, tool: str) -> str | None:
@@ -143,30 +185,36 @@ class RetiredPlanDispatcher:
         self.definitions = definitions
         self._current = current
 
+    def _runs_current(self, tool: str) -> Dispatcher | None:
+        """The current dispatcher when it runs ``tool`` with the recorded definition."""
+        wanted = self.definitions.get(tool)
+        if self._current is None or wanted is None:
+            return None
+        live = self._current.definitions.get(tool)
+        if live is None or live.fingerprint != wanted.fingerprint:
+            return None
+        return self._current
+
     def destination(self, tool: str) -> str | None:
         """The current dispatcher's destination for ``tool``: it is what will run it.
 
         None when the tool would fail closed with ``plan_retired`` instead.
         """
-        wanted = self.definitions.get(tool)
-        if self._current is None or wanted is None:
-            return None
-        live = self._current.definitions.get(tool)
-        if live is None or live.fingerprint != wanted.fingerprint:
-            return None
-        return dispatcher_destination(self._current, tool)
+        current = self._runs_current(tool)
+        return None if current is None else dispatcher_destination(current, tool)
 
     def reconciler(self, tool: str) -> Reconcile | None:
         """The current tool's hook, only while its definition is the one recorded."""
-        wanted = self.definitions.get(tool)
-        if self._current is None or wanted is None:
-            return None
-        live = self._current.definitions.get(tool)
-        if live is None or live.fingerprint != wanted.fingerprint:
-            return None
-        lookup = getattr(self._current, "reconciler", None)
+        current = self._runs_current(tool)
+        lookup = None if current is None else getattr(current, "reconciler", None)
         hook = lookup(tool) if callable(lookup) else None
         return hook if callable(hook) else None
+
+    def canonicalizer(self, tool: str) -> Canonical | None:
+        """The current tool's ``canonical`` hook, likewise: the current tool is the one
+        that will act."""
+        current = self._runs_current(tool)
+        return None if current is None else dispatcher_canonical(current, tool)
 
     async def dispatch(
         self,
@@ -175,13 +223,9 @@ class RetiredPlanDispatcher:
         deadline_s: float | None = None,
         reporter: Reporter | None = None,
     ) -> DispatchOutcome:
-        wanted = self.definitions.get(invocation.tool)
-        if self._current is not None and wanted is not None:
-            live = self._current.definitions.get(invocation.tool)
-            if live is not None and live.fingerprint == wanted.fingerprint:
-                return await self._current.dispatch(
-                    invocation, deadline_s=deadline_s, reporter=reporter
-                )
+        current = self._runs_current(invocation.tool)
+        if current is not None:
+            return await current.dispatch(invocation, deadline_s=deadline_s, reporter=reporter)
         return DispatchOutcome(failure=not_started("plan_retired"))
 
 

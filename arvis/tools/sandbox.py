@@ -178,6 +178,17 @@ def confine(sandbox: Path, raw: object) -> Path:
     return resolved
 
 
+def canonical_path(sandbox: Path, raw: object) -> str:
+    """``raw`` in the form the file tools open it: normalised, symlinks inside the
+    sandbox resolved, relative to the sandbox (``./secrets//./k2`` → ``secrets/k2``).
+
+    It is :func:`confine`'s answer, which is also what the tools open, so what policy
+    is shown (DESIGN §10) and what is opened cannot differ. Refuses what
+    :func:`confine` refuses.
+    """
+    return confine(sandbox, raw).relative_to(sandbox.resolve()).as_posix()
+
+
 def open_parent(target: Path, raw: object, *, create: bool) -> int:
     """A descriptor of ``target``'s directory, made first (with its parents) when ``create``.
 

@@ -415,20 +415,97 @@ async def test_an_admin_creates_a_key_sees_its_token_once_and_revokes_it(
     assert bad.status_code == 422
 
 
+def _secured(answer: httpx.Response) -> bool:
+    csp = answer.headers.get("content-security-policy", "")
+    return (
+        "default-src 'none'" in csp
+        and "frame-ancestors 'none'" in csp
+        and "script-src 'self'" in csp
+        and "unsafe-inline" not in csp
+        and answer.headers.get("x-frame-options") == "DENY"
+        and answer.headers.get("x-content-type-options") == "nosniff"
+        and answer.headers.get("cache-control") == "no-store"
+    )
+
+
 async def test_console_answers_carry_the_security_headers(
     api: Api, browser: httpx.AsyncClient
 ) -> None:
-    for path in ("/console/sign-in", "/console/static/console.css", "/console/nowhere-page"):
+    for path in ("/console/sign-in", "/console/static/console.css", "/console/runs"):
         answer = await browser.get(path)
-        if answer.status_code == 404 and path.endswith("nowhere-page"):
-            continue  # no console route: the API's 404
-        csp = answer.headers["content-security-policy"]
-        assert "default-src 'none'" in csp
-        assert "frame-ancestors 'none'" in csp
-        assert "script-src 'self'" in csp
-        assert "unsafe-inline" not in csp
-        assert answer.headers["x-frame-options"] == "DENY"
-        assert answer.headers["cache-control"] == "no-store"
+        assert _secured(answer), (path, answer.headers)
+
+
+async def test_every_console_error_carries_the_security_headers_too(
+    api: Api, browser: httpx.AsyncClient
+) -> None:
+    signed_out = await browser.get("/console/nowhere-page")
+    await sign_in(browser, api.tokens["acme:approver"])
+    answers = {
+        "unknown page, signed out": signed_out,
+        "unknown page": await browser.get("/console/nowhere-page"),
+        "unknown nested page": await browser.get("/console/runs/r/nowhere/deeper"),
+        "unknown page, posted": await browser.post("/console/nowhere-page", data={"a": "b"}),
+        "wrong method": await browser.get("/console/sign-out"),
+        "body over the server's limit": await browser.post(
+            "/console/sign-in", content=b"a=" + b"x" * (70 * 1024)
+        ),
+    }
+    statuses = {what: answer.status_code for what, answer in answers.items()}
+    assert statuses == {
+        "unknown page, signed out": 404,
+        "unknown page": 404,
+        "unknown nested page": 404,
+        "unknown page, posted": 404,
+        "wrong method": 405,
+        "body over the server's limit": 413,
+    }
+    unsecured = [what for what, answer in answers.items() if not _secured(answer)]
+    assert unsecured == []
+    # A page the console does not have is a console page, in the console's look.
+    page = answers["unknown page"]
+    assert page.headers["content-type"].startswith("text/html")
+    assert 'data-code="not_found"' in page.text
+
+
+@pytest.mark.parametrize(
+    ("target", "lands"),
+    [
+        ("/console/approvals", "/console/approvals"),
+        ("/console/runs/../approvals", "/console/approvals"),
+        ("/console/./runs", "/console/runs"),
+        ("/console/runs/%2e%2e/keys", "/console/keys"),
+        ("/console/runs?tenant=x", "/console/runs?tenant=x"),
+        ("/console/../../x", None),
+        ("/console/..", None),
+        ("/console/%2E%2E/%2e%2e/x", None),
+        ("/console/runs/../../x", None),
+        ("/consoles", None),
+        ("//evil.test/console", None),
+        ("https://evil.test/console", None),
+        ("/console\\..\\x", None),
+    ],
+)
+async def test_next_lands_only_on_a_normalised_console_page(
+    api: Api, target: str, lands: str | None
+) -> None:
+    transport = httpx.ASGITransport(app=api.app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://arvis.test") as client:
+        form = await client.get("/console/sign-in", params={"next": target})
+        assert form.status_code == 200, form.text
+        answer = await client.post(
+            "/console/sign-in",
+            data={
+                "api_key": api.tokens["acme:admin"],
+                "signin_token": hidden(form.text, "signin_token"),
+                "next": target,
+            },
+        )
+        again = await client.get("/console/sign-in", params={"next": target})
+    assert answer.status_code == 303, answer.text
+    assert answer.headers["location"] == (lands or "/console")
+    # Signed in already, the sign-in page sends the browser on the same way.
+    assert again.headers["location"] == (lands or "/console/approvals")
 
 
 async def test_a_console_form_is_bounded_in_size(api: Api, browser: httpx.AsyncClient) -> None:

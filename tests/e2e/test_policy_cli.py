@@ -87,6 +87,8 @@ CONSENT = "allow with consent"
     [
         ("files.write", {"path": "notes/a", "content": "x"}, "allow", "acme"),
         ("files.write", {"path": "secret/a", "content": "x"}, CONSENT, "acme, secret-writes"),
+        # Decided on the path the tool opens, as admission decides (DESIGN §10).
+        ("files.write", {"path": "./secret//./a", "content": "x"}, CONSENT, "acme, secret-writes"),
         ("files.append", {"path": "a", "line": "x"}, "deny", "no-appends"),
     ],
 )  # fmt: skip
@@ -102,6 +104,19 @@ def test_check_prints_the_decision_and_the_deciding_policies(
     assert f"decision: {decision}\n" in result.output
     assert f"policies: {policies}\n" in result.output
     assert "engine: cedar" in result.output
+
+
+def test_check_refuses_a_path_the_tool_could_not_act_on_as_admission_would(
+    deployment: Path,
+) -> None:
+    result = runner(deployment).invoke(
+        app,
+        ["policy", "check", "--principal", "bot", "--tenant", "acme", "--tool", "files.write",
+         "--payload", '{"path": "../a", "content": "x"}', "--json"],
+    )  # fmt: skip
+    answer = json.loads(result.output)
+    assert (answer["decision"], answer["reason"]) == ("deny", "payload_invalid")
+    assert "(path_outside_sandbox)" in answer["detail"]
 
 
 def test_check_shows_the_budgets_a_call_would_be_charged(deployment: Path) -> None:

@@ -1,6 +1,7 @@
 """``arvis serve --workers N`` under one ARVIS_INSTANCE_ID: each worker holds a lease name of
 its own, so a worker that dies and is restarted never sweeps a sibling's call in flight
-(issue 12, finding 4; DESIGN §6)."""
+(issue 12, finding 4; DESIGN §6), while it takes over its dead predecessor's name at once
+(issue 23, finding 12; DESIGN §10)."""
 
 from __future__ import annotations
 
@@ -51,7 +52,8 @@ def test_a_restarted_worker_never_sweeps_its_siblings_call_in_flight(
         instance_id="workers-test",
         args=["--workers", "2"],
         env={
-            "ARVIS_LEASE_TTL_S": "2",
+            # Far longer than the test: a name comes free only by a takeover.
+            "ARVIS_LEASE_TTL_S": "120",
             "ARVIS_SWEEP_INTERVAL_S": "0.3",
             "ARVIS_LOG_LEVEL": "INFO",
         },
@@ -79,15 +81,17 @@ def test_a_restarted_worker_never_sweeps_its_siblings_call_in_flight(
             )
             holders = {row[0] for row in sql("SELECT holder FROM instance_leases")}
             os.kill(int(str(sibling[0][0]).split(":")[0]), signal.SIGKILL)
-            # The supervisor restarts the killed worker: it claims a free name (a third
-            # one, or the killed worker's once that lease expired) and sweeps at start-up,
-            # then every 0.3 s, while the call is still in flight.
+            # The supervisor restarts the killed worker: it takes over the killed
+            # worker's name (that process is gone), never the sibling's (it is alive),
+            # and sweeps at start-up, then every 0.3 s, while the call is in flight.
             _until(
                 lambda: {r[0] for r in sql("SELECT holder FROM instance_leases")} - holders,
                 "the restarted worker should claim a lease name",
             )
+            names_after = {row[0] for row in sql("SELECT instance_id FROM instance_leases")}
             answer = call.result(timeout=30)
 
+        assert names_after == {"workers-test/1", "workers-test/2"}
         assert answer.status_code == 200, answer.text
         outcome = answer.json()
         assert (outcome["outcome"], outcome["boundary"]) == ("executed", "EFFECT_COMPLETED")

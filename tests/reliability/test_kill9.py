@@ -144,8 +144,8 @@ def test_sigkill_under_load_loses_nothing_and_runs_nothing_twice(
     database_url: str, tmp_path: Path
 ) -> None:
     tokens = asyncio.run(mint_keys(database_url, tenants=("acme",)))
-    # A fixed instance id: each restart claims a free lease name under it, and what a
-    # killed predecessor left is swept once its lease expires.
+    # A fixed instance id: each restart takes over the killed predecessor's lease name
+    # (its process is provably gone) and settles what it left at start-up.
     served = Served(database_url, tmp_path, instance_id="kill9-instance")
     served.start()
     tally = Tally()

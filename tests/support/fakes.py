@@ -148,10 +148,17 @@ class LeaseTable:
         self._check()
         return self.holders.get(name) == holder
 
-    async def release_lease(self, name: str, holder: str) -> None:
+    async def release_lease(self, name: str, holder: str) -> bool:
         self._check()
-        if self.holders.get(name) == holder:
-            del self.holders[name]
+        if self.holders.get(name) != holder:
+            return False
+        del self.holders[name]
+        return True
+
+    async def live_leases(self, instance_id: str) -> list[tuple[str, str]]:
+        self._check()
+        prefix = instance_id + "/"
+        return sorted((n, h) for n, h in self.holders.items() if n.startswith(prefix))
 
 
 class ManualClock:

@@ -16,7 +16,7 @@ from arvis.console.web import ConsoleRoute, read_form, render
 router = APIRouter(route_class=ConsoleRoute)
 
 # Where a sign-in may send the browser: a console page of this origin, nothing else.
-_NEXT = re.compile(r"^/console(/[A-Za-z0-9._:~/?=&%-]*)?$")
+_NEXT = re.compile(r"^/[A-Za-z0-9._:~/?=&%-]*$")
 
 
 def _home(user: sessions.ConsoleUser) -> str:
@@ -24,9 +24,34 @@ def _home(user: sessions.ConsoleUser) -> str:
 
 
 def _safe_next(target: str | None) -> str | None:
-    if target is None or len(target) > 512 or not _NEXT.fullmatch(target) or "//" in target:
+    """``target`` with its path normalised, when that path is a console page; else None.
+
+    A browser resolves ``.`` and ``..`` segments (``%2e`` spelled too) before it asks,
+    so ``/console/../../x`` would land on ``/x``: the path is normalised the same way
+    first, and only a result under ``/console`` is taken.
+    """
+    if target is None or len(target) > 512 or not _NEXT.fullmatch(target):
         return None
-    return target
+    path, mark, query = target.partition("?")
+    if "//" in path:
+        return None
+    normal = _dot_segments_removed(path)
+    if normal != "/console" and not normal.startswith("/console/"):
+        return None
+    return normal + mark + query
+
+
+def _dot_segments_removed(path: str) -> str:
+    """``path`` as a browser resolves it (RFC 3986 §5.2.4; WHATWG's ``%2e`` dots)."""
+    kept: list[str] = []
+    for segment in path.split("/")[1:]:
+        dots = segment.lower().replace("%2e", ".")
+        if dots == "..":
+            if kept:
+                kept.pop()
+        elif dots != ".":
+            kept.append(segment)
+    return "/" + "/".join(kept)
 
 
 @router.get("/console")

@@ -119,27 +119,53 @@ def payload(tool: str, path: str) -> dict[str, str]:
     return {"path": path}
 
 
-REFUSALS: list[tuple[str, str, Setup, str]] = [
+# What the tool's canonical form refuses (DESIGN §10): the path has no form the tool
+# could act on, so admission refuses it before policy, and nothing is admitted.
+ADMISSION_REFUSALS: list[tuple[str, str, Setup, str]] = [
     ("files.write", "l" * 300, nothing, "name_too_long"),
     ("files.append", "l" * 300, nothing, "name_too_long"),
     ("files.append", "d/" + "l" * 256, nothing, "name_too_long"),
     ("files.write", "loop", loop, "symlink_loop"),
     ("files.append", "loop/a.log", loop, "symlink_loop"),
     ("files.read", "loop", loop, "symlink_loop"),
-    ("files.append", "alias.txt", hard_link_out, "linked_file"),
-    ("files.write", "alias.txt", hard_link_out, "linked_file"),
-    ("files.read", "alias.txt", hard_link_out, "linked_file"),
     ("files.append", "link/secret.txt", symlink_out, "path_outside_sandbox"),
     ("files.read", "link/secret.txt", symlink_out, "path_outside_sandbox"),
     ("files.append", "../outside/secret.txt", nothing, "path_outside_sandbox"),
+    ("files.append", "a.log/", nothing, "invalid_path"),
+]
+# What only opening the file can tell: the tool refuses it before its start.
+REFUSALS: list[tuple[str, str, Setup, str]] = [
+    ("files.append", "alias.txt", hard_link_out, "linked_file"),
+    ("files.write", "alias.txt", hard_link_out, "linked_file"),
+    ("files.read", "alias.txt", hard_link_out, "linked_file"),
     ("files.append", "dir", directory, "is_a_directory"),
     ("files.write", "dir", directory, "is_a_directory"),
     ("files.append", "file.txt/a.log", plain_file, "not_a_directory"),
     ("files.write", "file.txt/a.txt", plain_file, "not_a_directory"),
     ("files.write", "pipe", fifo, "not_a_regular_file"),
-    ("files.append", "a.log/", nothing, "invalid_path"),
     ("files.read", "nul.txt", nul_text, "not_text"),
 ]
+
+
+@pytest.mark.parametrize(
+    ("tool", "path", "setup", "code"),
+    ADMISSION_REFUSALS,
+    ids=[f"{t}-{c}-{i}" for i, (t, _, _, c) in enumerate(ADMISSION_REFUSALS)],
+)
+async def test_a_path_without_a_canonical_form_is_refused_at_admission_as_payload_invalid(
+    files: Files, tool: str, path: str, setup: Setup, code: str
+) -> None:
+    setup(files.sandbox, files.outside)
+
+    result = await files.harness.execute(tool, payload(tool, path))
+
+    assert (result.outcome, result.boundary) == ("refused", EffectBoundary.PRE_EFFECT_REFUSAL)
+    assert result.reason == "payload_invalid"
+    assert result.detail is not None
+    assert f"({code})" in result.detail
+    assert files.harness.capability_states(result.idempotency_key) == []
+    assert files.outside_state() == {"secret.txt": SECRET}
+    assert SECRET.strip() not in files.journal_text()
 
 
 @pytest.mark.parametrize(
@@ -221,7 +247,12 @@ async def test_an_unsafe_append_refused_for_a_bad_target_runs_when_retried_after
     make(target, files.outside)
     decision = {"path": "a.log", "line": "one"}
     first = await files.harness.execute("files.append", decision, causal_id="c")
-    assert refused_before_start(first, code), first
+    if code == "symlink_loop":  # no canonical form: refused at admission
+        assert (first.reason, first.attempt) == ("payload_invalid", 1), first
+        assert first.detail is not None
+        assert f"({code})" in first.detail
+    else:
+        assert refused_before_start(first, code), first
 
     remove(target)
     again = await files.harness.execute("files.append", decision, causal_id="c")

@@ -351,3 +351,29 @@ async def test_a_step_that_fails_writes_nothing(store: PgStore, plan: PlanId) ->
     assert await _rows(
         store, "SELECT count(*) FROM journal_entries WHERE run_id = 'run-that-does-not-exist'"
     ) == [(0,)]
+
+
+async def test_the_live_slots_of_an_instance_id_and_a_release_by_exact_holder(
+    store: PgStore,
+) -> None:
+    ops = store.ops
+    assert await ops.claim_lease("slots/1", "h-1", 60)
+    assert await ops.claim_lease("slots/2", "h-2", 60)
+    assert await ops.claim_lease("slots/3", "h-3", 60)
+    async with store.engine.begin() as conn:  # its holder stopped beating long ago
+        await conn.exec_driver_sql(
+            "UPDATE instance_leases SET expires_at = now() - interval '1 minute'"
+            " WHERE instance_id = 'slots/3'"
+        )
+    assert await ops.claim_lease("slots2/1", "h-other", 60)  # another id, same letters
+    assert await ops.claim_lease("slots/4", "h-4", 60)
+    await ops.release_lease("slots/4", "h-4")
+
+    assert await ops.live_leases("slots") == [("slots/1", "h-1"), ("slots/2", "h-2")]
+    # A takeover releases only the exact holder it read; a second release finds nothing.
+    assert not await ops.release_lease("slots/1", "h-stale")
+    assert await ops.release_lease("slots/1", "h-1")
+    assert not await ops.release_lease("slots/1", "h-1")
+    assert await ops.live_leases("slots") == [("slots/2", "h-2")]
+    # Released, the name is free for the next claimer.
+    assert await ops.claim_lease("slots/1", "h-new", 60)
