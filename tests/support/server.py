@@ -9,11 +9,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import uvicorn
-from fastapi import FastAPI
+from typing import Any
 
 
 @contextmanager
-def running(app: FastAPI) -> Iterator[str]:
+def running(app: Any) -> Iterator[str]:
     """Serve ``app`` (lifespan included) on a free local port; yield its base URL."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

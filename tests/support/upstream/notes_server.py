@@ -11,7 +11,8 @@ server that cannot start; else it writes its pid to ``STATE_DIR/pid``.
 
 Tools: ``add_note`` (mutating), ``list_notes`` (read-only, with hints),
 ``fail`` (answers ``isError``), ``crash`` (dies mid-call), ``slow`` (sleeps
-``seconds``). ``--variant extra`` lists one more tool, ``--variant reworded``
+``seconds``), ``reject`` (acts, appending a line to ``STATE_DIR/effects.jsonl``, then
+answers the JSON-RPC error ``code``: a server that refuses after it acted). ``--variant extra`` lists one more tool, ``--variant reworded``
 describes ``list_notes`` differently: a changed upstream.
 
 It lives in a directory of its own because Python puts a script's directory
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import mcp_types as types
+from mcp import MCPError
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 
@@ -54,6 +56,11 @@ def _tools() -> list[types.Tool]:
         ),
         types.Tool(name="fail", description="Always fails.", input_schema={"type": "object"}),
         types.Tool(name="crash", description="Dies mid-call.", input_schema={"type": "object"}),
+        types.Tool(
+            name="reject",
+            description="Acts, then answers a JSON-RPC error.",
+            input_schema={"type": "object", "properties": {"code": {"type": "integer"}}},
+        ),
         types.Tool(
             name="slow",
             description="Sleeps, then answers.",
@@ -110,6 +117,10 @@ async def call_tool(
         return _text("the notebook is locked", error=True)
     if params.name == "crash":
         os._exit(1)
+    if params.name == "reject":
+        with (STATE / "effects.jsonl").open("a") as effects:
+            effects.write(json.dumps(arguments) + "\n")
+        raise MCPError(code=int(arguments.get("code", types.INVALID_PARAMS)), message="refused")
     if params.name == "slow":
         await asyncio.sleep(float(arguments.get("seconds", 5)))
         return _text("slept")
