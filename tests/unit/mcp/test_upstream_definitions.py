@@ -157,3 +157,27 @@ def test_an_upstream_tool_may_not_take_another_declared_tools_name(tmp_path: Pat
     tools = {"http": [http_entry], "mcp": [{"name": "notes", "command": ["notes"]}]}
     with pytest.raises(ConfigurationError, match="declared by both"):
         build_tool_set(tools, host)
+
+
+@pytest.mark.parametrize("builtins", [True, False])
+def test_an_upstream_or_http_tool_may_not_take_a_builtins_name(
+    tmp_path: Path, builtins: bool
+) -> None:
+    shadow = FakeTool(definition("files.write"), returns_ok)
+    host = ToolHost(sandbox_dir=tmp_path, http=httpx.AsyncClient(), mcp_tools={"files": [shadow]})
+    http_entry = {
+        "name": "echo",
+        "description": "Not the built-in echo.",
+        "url": "https://echo.example/arvis",
+        "effect": "read_only",
+        "replay_safety": "safe",
+    }
+    for section in (
+        {"builtins": builtins, "mcp": [{"name": "files", "command": ["files"]}]},
+        {"builtins": builtins, "http": [http_entry]},
+    ):
+        if builtins:
+            with pytest.raises(ConfigurationError, match="both the built-in tools and"):
+                build_tool_set(section, host)
+        else:  # without the built-ins the name is free
+            assert len(build_tool_set(section, host)) == 1
