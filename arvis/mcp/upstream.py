@@ -14,7 +14,7 @@ before anything was written.
 A streamable HTTP server can be gone while its session still looks live (each
 message is a POST of its own). The SDK then ends the session and answers the
 call "connection closed", which could also follow a request that arrived. The
-transport underneath watches for it: a ``tools/call`` whose connection could not
+HTTP client underneath watches for it: a ``tools/call`` whose connection could not
 even be made is noted by its call id, and :meth:`UpstreamServer.call` raises
 :class:`UpstreamUnavailable` for it — the proof that nothing was sent.
 """
@@ -263,9 +263,8 @@ class UpstreamServer:
     @asynccontextmanager
     async def _http(self, url: str) -> AsyncIterator[_Streams]:
         timeout = httpx2.Timeout(self.config.startup_timeout_s, read=None)
-        transport = _RefusalWatch(httpx2.AsyncHTTPTransport(), self._refused)
         async with (
-            httpx2.AsyncClient(headers=self._headers, timeout=timeout, transport=transport) as http,
+            _RefusalWatch(self._refused, headers=self._headers, timeout=timeout) as http,
             streamable_http_client(url, http_client=http) as (read, write),
         ):
             yield read, write
@@ -277,30 +276,28 @@ class UpstreamServer:
             yield watched, write
 
 
-class _RefusalWatch(httpx2.AsyncBaseTransport):
-    """The HTTP transport, noting each ``tools/call`` whose connection could not be made.
+class _RefusalWatch(httpx2.AsyncClient):
+    """The session's HTTP client, noting each ``tools/call`` whose connection could not be made.
 
     A connect failure (refused, timed out connecting, no pooled slot) means not one
     byte of the request left ARVIS, so the call it carried provably never reached
     the server. Nothing else is noted: any later failure may follow a request that
-    arrived.
+    arrived. ``send`` is what every request of the SDK's transport goes through,
+    whichever transport (a proxy from the environment included) carries it.
     """
 
-    def __init__(self, inner: httpx2.AsyncBaseTransport, refused: set[str]) -> None:
-        self._inner = inner
+    def __init__(self, refused: set[str], **options: Any) -> None:
+        super().__init__(**options)
         self._refused = refused
 
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+    async def send(self, request: httpx2.Request, **options: Any) -> httpx2.Response:
         try:
-            return await self._inner.handle_async_request(request)
+            return await super().send(request, **options)
         except (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout):
             call_id = _call_id_of(request)
             if call_id is not None:
                 self._refused.add(call_id)
             raise
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
 
 
 def _call_id_of(request: httpx2.Request) -> str | None:
