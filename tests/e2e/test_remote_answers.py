@@ -98,7 +98,9 @@ not_started_codes = [-32099]
 [policy.default]
 egress_hosts = ["127.0.0.1"]
 """
-    async with serve_api(database_url, tmp_path_factory.mktemp("arvis-remote"), config=config) as served:
+    async with serve_api(
+        database_url, tmp_path_factory.mktemp("arvis-remote"), config=config
+    ) as served:
         yield served
 
 

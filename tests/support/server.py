@@ -7,9 +7,9 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import uvicorn
-from typing import Any
 
 
 @contextmanager
