@@ -345,7 +345,8 @@ class HttpTool:
     def _accepted(self, invocation: ToolInvocation, response: httpx.Response) -> ToolResult:
         if self.definition.read_only:
             # A read has nothing to start: an endpoint deferring it broke its contract.
-            raise self._outcomes.not_sent(
+            # (Unknown for a read is "not started": there was nothing to start.)
+            raise self._outcomes.unknown(
                 invocation, "invalid_remote_response", "a read answered 202 Accepted"
             )
         try:

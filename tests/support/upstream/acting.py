@@ -160,6 +160,7 @@ async def _lifespan(receive: Receive, send: Send) -> None:
 
 
 ENDPOINT_ANSWERS = {
+    "/accepted": 202,
     "/redirect": 302,
     "/bad_request": 400,
     "/not_found": 404,
@@ -176,7 +177,8 @@ class ActingEndpoint:
     """An HTTP tool endpoint (``[[tools.http]]``) that acts, then answers as its path says.
 
     ``/ok`` answers a result; every path of :data:`ENDPOINT_ANSWERS` answers its
-    status (``/html`` a 200 page, ``/bad_json`` a 200 body that is not JSON).
+    status (``/accepted`` with no body, ``/html`` a 200 page, ``/bad_json`` a 200 body
+    that is not JSON).
     Each POST performs the effect first: :meth:`effect_count` counts them by path.
     """
 
@@ -199,6 +201,8 @@ class ActingEndpoint:
             self.effects.append(path)
         if path == "/ok":
             await _send(send, 200, b'{"value": {"done": true}}')
+        elif path == "/accepted":
+            await _send(send, 202, b"", "text/plain")
         elif path == "/html":
             await _send(send, 200, b"<html>done</html>", "text/html")
         elif path == "/bad_json":
