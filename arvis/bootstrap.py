@@ -328,7 +328,8 @@ async def load_tools(
     """
     config = parse_tools_config(file_config.tools)
     inject = None if tracing is None else tracing.inject
-    upstreams = await McpUpstreams.open(config.mcp, os.environ, inject=inject)
+    policy = parse_policy_config(file_config.policy)
+    upstreams = await McpUpstreams.open(config.mcp, os.environ, inject=inject, policy=policy)
     try:
         host = ToolHost(
             sandbox_dir=settings.sandbox_dir,

@@ -18,8 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from arvis.domain.authorization import (
     ApprovalTerms,
     AuthorizationSnapshot,
@@ -34,6 +32,7 @@ from arvis.domain.idempotency import derive_idempotency_key
 from arvis.domain.identity import Identity
 from arvis.domain.ids import CausalId, IdempotencyKey, InstanceId, PlanId, RunId
 from arvis.domain.payload import FrozenEffectPayload
+from arvis.domain.schemas import PayloadValidator
 from arvis.domain.states import ConfirmationState
 from arvis.lifecycle.budgets import AmountProblem, BudgetCharge, Budgets
 from arvis.lifecycle.policy import ToolPolicy
@@ -128,8 +127,7 @@ class ToolAuthorizationService:
         self.policy = policy
         self.clock = clock
         self.budgets = budgets or Budgets()
-        # Definitions are immutable and fingerprinted: compile each schema once.
-        self._validators: dict[str, Draft202012Validator] = {}
+        self._schemas = PayloadValidator()
 
     def decide(self, request: AdmissionRequest, history: DecisionHistory) -> AuthorizationStep:
         identity = request.identity
@@ -263,15 +261,8 @@ class ToolAuthorizationService:
         return Proceed(snapshot, confirmation if decision.consent_required else None, charges)
 
     def schema_problem(self, definition: ToolDefinition, value: Any) -> str | None:
-        validator = self._validators.get(definition.fingerprint)
-        if validator is None:
-            validator = Draft202012Validator(definition.input_schema)
-            self._validators[definition.fingerprint] = validator
-        error = next(iter(validator.iter_errors(value)), None)
-        if error is None:
-            return None
-        where = "/".join(str(part) for part in error.absolute_path) or "(root)"
-        return f"payload does not match the input schema at {where}: {error.message[:300]}"
+        """In bounded time (DESIGN §10): see :mod:`arvis.domain.schemas`."""
+        return self._schemas.problem(definition, value)
 
     def _consent_gate(
         self,

@@ -14,7 +14,8 @@ from arvis.tools.base import Tool
 from arvis.tools.mcpconfig import McpServerConfig
 
 if TYPE_CHECKING:
-    from arvis.mcp.tools import MetaInjector
+    from arvis.lifecycle.policy import PolicyConfig
+    from arvis.mcp.tools import EgressCheck, MetaInjector
     from arvis.mcp.upstream import UpstreamServer
 
 
@@ -39,15 +40,33 @@ class McpUpstreams:
         environ: Mapping[str, str],
         *,
         inject: MetaInjector | None = None,
+        policy: PolicyConfig | None = None,
     ) -> McpUpstreams:
-        """Start the servers and read their tool lists (see ``arvis.mcp.tools.open_servers``)."""
+        """Start the servers and read their tool lists (see ``arvis.mcp.tools.open_servers``).
+
+        With ``policy``, a ``url`` server whose host the egress rules of no tenant
+        allow stops start-up before anything is sent to it.
+        """
         if not configs:
             return cls.empty()
         from arvis.mcp.tools import open_servers
 
-        servers, tools = await open_servers(configs, environ, inject=inject)
+        egress = None if policy is None else reachable(policy)
+        servers, tools = await open_servers(configs, environ, inject=inject, egress=egress)
         return cls(servers, tools)
 
     async def aclose(self) -> None:
         """Stop every session: a stdio child is asked to exit, then killed."""
         await asyncio.gather(*(server.aclose() for server in self.servers))
+
+
+def reachable(policy: PolicyConfig) -> EgressCheck:
+    """Whether the egress rules of some tenant (a section of its own, or the default
+    every other tenant gets) let a call reach a normalised host."""
+    from arvis.lifecycle.egress import host_allowed, normalised_patterns
+
+    scopes = [
+        normalised_patterns(rules.egress_hosts)
+        for rules in (policy.default, *policy.tenants.values())
+    ]
+    return lambda host: any(host_allowed(host, patterns) for patterns in scopes)

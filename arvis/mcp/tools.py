@@ -15,12 +15,16 @@ a contradiction stops start-up naming the tool.
 ``traceparent`` (and ``tracestate``): the server's spans continue the syscall's
 trace (docs/telemetry.md). Boundaries:
 
-- nothing sent (the server could not be started or reached, or it now lists
-  the tool differently from the plan): ``EFFECT_NOT_STARTED``;
-- the server refused the request as malformed (a JSON-RPC parse, request,
-  method or params error): a problem whose effect did not start;
-- a timeout, a dropped connection or any other error after sending:
-  ``EFFECT_STATE_UNKNOWN`` (``EFFECT_NOT_STARTED`` for a read-only tool);
+- nothing sent (the server could not be started, its connection was refused,
+  or it now lists the tool differently from the plan): ``EFFECT_NOT_STARTED``;
+- any JSON-RPC error — the server's own, or one the SDK's client made up from an
+  HTTP answer it could not read (a 202, a redirect, a 404, a page, a 5xx, a body
+  that is not JSON) —, a timeout, a dropped connection, a malformed result:
+  the request reached the server, which may have acted before it answered, so
+  ``EFFECT_STATE_UNKNOWN`` (DESIGN §10 "Not-started needs proof";
+  ``EFFECT_NOT_STARTED`` for a read-only tool, which has nothing to start);
+- a JSON-RPC error whose code the operator declared in ``not_started_codes``
+  for the tool: a ``upstream_rejected`` problem whose effect did not start;
 - ``isError: true``: ``EFFECT_FAILED``, retry advised only for a tool that is
   not replay-unsafe (whether the effect started is unknown);
 - a result: ``EFFECT_COMPLETED`` with ``structuredContent`` (else the content
@@ -45,22 +49,20 @@ from arvis.domain.definitions import (
     ToolDefinition,
 )
 from arvis.domain.errors import ConfigurationError, DefinitionError
+from arvis.lifecycle.egress import egress_host
 from arvis.mcp.meta import CALL_ID, IDEMPOTENCY_KEY
 from arvis.mcp.upstream import UpstreamChanged, UpstreamServer, UpstreamUnavailable
 from arvis.tools.base import Reporter, Tool, ToolInvocation, ToolResult
-from arvis.tools.errors import ToolExecutionError
-from arvis.tools.limits import MAX_MESSAGE_CHARS
-from arvis.tools.mcpconfig import HEADER_VALUE, McpServerConfig
+from arvis.tools.mcpconfig import McpServerConfig
+from arvis.tools.remote import RemoteOutcomes, read_env_headers
 
 log = logging.getLogger(__name__)
 
 MetaInjector = Callable[[dict[str, Any]], None]
 """Writes the current trace context into a call's ``_meta`` (``traceparent``)."""
 
-# JSON-RPC errors that refuse a request before any method runs.
-_REFUSED_BEFORE_RUNNING = frozenset(
-    {types.PARSE_ERROR, types.INVALID_REQUEST, types.METHOD_NOT_FOUND, types.INVALID_PARAMS}
-)
+EgressCheck = Callable[[str], bool]
+"""Whether some tenant's egress rules let a call reach this (normalised) host."""
 
 
 def derive_definition(config: McpServerConfig, listed: types.Tool) -> ToolDefinition:
@@ -119,6 +121,7 @@ class McpTool:
         self._server = server
         self._remote = remote
         self._inject = inject
+        self._outcomes = RemoteOutcomes(definition, server.config.declared_not_started(remote))
 
     @property
     def name(self) -> str:
@@ -139,44 +142,49 @@ class McpTool:
         }
         if self._inject is not None:
             self._inject(meta)
+        outcomes = self._outcomes
         try:
             answer = await self._server.call(self._remote, invocation.payload.value, meta)
         except (UpstreamUnavailable, UpstreamChanged) as exc:
             retry = isinstance(exc, UpstreamUnavailable)
-            raise self._error(invocation, False, retry, _code(exc), exc.message) from None
+            raise outcomes.not_sent(invocation, _code(exc), exc.message, retryable=retry) from None
         except MCPError as exc:
-            if exc.code in _REFUSED_BEFORE_RUNNING:
-                detail = f"the MCP server refused the call: {exc.error.message}"
-                return ToolResult.fail(
-                    "upstream_rejected", detail[:MAX_MESSAGE_CHARS], effect_started=False
-                )
-            raise self._error(
-                invocation, None, False, "upstream_unknown", f"no result: {exc.error.message}"
+            # An answer, or the SDK's word for one it could not read: the call arrived.
+            detail = f"the MCP server refused the call: {exc.error.message}"
+            refused = outcomes.refusal(exc.code, "upstream_rejected", detail)
+            if refused is not None:
+                return refused
+            raise outcomes.unknown(
+                invocation, "upstream_unknown", f"no result ({exc.code}): {exc.error.message}"
             ) from None
         except (TimeoutError, OSError) as exc:
-            raise self._error(
-                invocation, None, False, "upstream_unknown", f"no result ({type(exc).__name__})"
+            raise outcomes.unknown(
+                invocation, "upstream_unknown", f"no result ({type(exc).__name__})"
+            ) from None
+        except ValidationError:
+            # A result that is not one of the protocol's: whatever the server did is unknown.
+            raise outcomes.unknown(
+                invocation, "invalid_upstream_result", "the answer is not an MCP result"
             ) from None
         except RuntimeError:
             # The SDK's check of the answer against the tool's output schema.
-            raise self._error(
-                invocation, True, False, "invalid_upstream_result", "the answer breaks its schema"
+            broken = "the answer breaks its schema"
+            raise outcomes.failed(
+                invocation, "invalid_upstream_result", broken, retryable=False
             ) from None
         return self._result(invocation, answer)
 
     def _result(self, invocation: ToolInvocation, answer: types.Result) -> ToolResult:
+        outcomes = self._outcomes
         if not isinstance(answer, types.CallToolResult):
             # It asks for input ARVIS cannot give, after it may have begun: unknown.
-            raise self._error(
-                invocation, None, False, "upstream_needs_input", "the server asked for input"
-            )
+            raise outcomes.unknown(invocation, "upstream_needs_input", "the server asked for input")
         if answer.is_error:
-            raise self._error(
+            raise outcomes.failed(
                 invocation,
-                True,
-                self.definition.replay_safety is not ReplaySafety.UNSAFE,
                 "upstream_error",
                 f"the tool reported an error: {_text(answer) or 'no detail'}",
+                retryable=self.definition.replay_safety is not ReplaySafety.UNSAFE,
             )
         value: JsonValue
         if answer.structured_content is not None:
@@ -189,29 +197,12 @@ class McpTool:
         try:
             return ToolResult.ok(value)
         except ValidationError:
-            raise self._error(
-                invocation, True, False, "invalid_upstream_result", "the result cannot be journaled"
+            raise outcomes.failed(
+                invocation,
+                "invalid_upstream_result",
+                "the result cannot be journaled",
+                retryable=False,
             ) from None
-
-    def _error(
-        self,
-        invocation: ToolInvocation,
-        started: bool | None,
-        retryable: bool,
-        code: str,
-        message: str,
-    ) -> ToolExecutionError:
-        if started is None and self.definition.read_only:
-            started, retryable = False, True  # nothing to start: a read can be repeated
-        if self.definition.replay_safety is ReplaySafety.UNSAFE:
-            retryable = False  # the dispatcher refuses retry advice from unsafe tools
-        return ToolExecutionError(
-            invocation.call_id,
-            effect_started=started,
-            retryable=retryable,
-            code=code,
-            message=f"{self.name}: {message}"[:MAX_MESSAGE_CHARS],
-        )
 
 
 async def open_servers(
@@ -219,14 +210,20 @@ async def open_servers(
     environ: Mapping[str, str],
     *,
     inject: MetaInjector | None = None,
+    egress: EgressCheck | None = None,
 ) -> tuple[list[UpstreamServer], dict[str, Sequence[Tool]]]:
     """Start every server at once; the first that cannot be used stops start-up.
 
     An unreachable server stops start-up with one line naming it, unless it is
     ``optional``: then its tools are left out and a warning says so. On any
     failure every server started here is stopped again. ``inject`` writes the
-    trace context into each call's ``_meta``.
+    trace context into each call's ``_meta``. With ``egress``, a ``url`` server
+    whose host no tenant may reach stops start-up before anything is sent to
+    it (its every call would be refused by the egress gate anyway).
     """
+    if egress is not None:
+        for config in configs:
+            _check_egress(config, egress)
     servers = [UpstreamServer(config, _headers(config, environ)) for config in configs]
     listings = await asyncio.gather(*(server.start() for server in servers), return_exceptions=True)
     try:
@@ -272,22 +269,22 @@ def _tools_of(
     ]
 
 
+def _check_egress(config: McpServerConfig, egress: EgressCheck) -> None:
+    if config.url is None:
+        return
+    host = egress_host(config.url)
+    if host is None or not egress(host):
+        shown = "its host" if host is None else f"its host {host}"
+        raise ConfigurationError(
+            f"[[tools.mcp]] {config.name!r}: {shown} is on no egress_hosts of [policy], so "
+            "every call to it would be refused; nothing was sent to it (add the host to "
+            "egress_hosts, or remove the server)"
+        )
+
+
 def _headers(config: McpServerConfig, environ: Mapping[str, str]) -> dict[str, str]:
-    headers = dict(config.headers)
-    for header, variable in config.headers_env.items():
-        value = environ.get(variable, "").strip()
-        if not value:
-            raise ConfigurationError(
-                f"[[tools.mcp]] {config.name!r}: header {header!r} reads the environment "
-                f"variable {variable}, which is not set"
-            )
-        if not HEADER_VALUE.match(value):
-            raise ConfigurationError(
-                f"[[tools.mcp]] {config.name!r}: the environment variable {variable} "
-                f"(header {header!r}) must hold printable ASCII on one line"
-            )
-        headers[header] = value
-    return headers
+    source = f"[[tools.mcp]] {config.name!r}"
+    return {**config.headers, **read_env_headers(source, config.headers_env, environ)}
 
 
 def _code(exc: UpstreamUnavailable | UpstreamChanged) -> str:

@@ -11,13 +11,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
+import jsonschema_rs
 
 from arvis.domain.canonical import check_json
 from arvis.domain.decisions import ActionDecision
 from arvis.domain.definitions import MAX_SCHEMA_DEPTH, ToolDefinition
 from arvis.domain.errors import PayloadError
+from arvis.domain.schemas import compile_schema
 from arvis.providers.base import FinalizedDecision, ModelRequest
 from arvis.providers.errors import (
     ProviderArgumentsInvalid,
@@ -139,7 +139,7 @@ class CallValidator:
 
     def __init__(self, request: ModelRequest) -> None:
         self._request = request
-        self._validators: dict[str, Draft202012Validator] = {}
+        self._validators: dict[str, jsonschema_rs.Validator] = {}
         self._seen_call_ids: set[str] = set()
 
     def known_tool(self, name: str, *, call_id: str) -> ToolDefinition:
@@ -174,12 +174,19 @@ class CallValidator:
                 limit="max_argument_bytes",
             )
         payload = parse_arguments(arguments, tool=name, call_id=call_id)
-        error = best_match(self._validator(definition).iter_errors(payload))
+        validator = self._validator(definition)
+        if validator is None:
+            raise ProviderArgumentsSchemaViolation(
+                f"call {call_id!r} to {name!r}: the input schema cannot be checked in bounded time",
+                tool=name,
+                call_id=call_id,
+            )
+        error = next(validator.iter_errors(payload), None)
         if error is not None:
-            where = "$" + "".join(f"[{part!r}]" for part in error.absolute_path)
+            where = "$" + "".join(f"[{part!r}]" for part in error.instance_path)
             raise ProviderArgumentsSchemaViolation(
                 f"call {call_id!r} to {name!r}: arguments at {where} violate the input schema "
-                f"({error.validator} rule)",
+                f"({error.kind.name} rule)",
                 tool=name,
                 call_id=call_id,
             )
@@ -187,9 +194,13 @@ class CallValidator:
             call_id=call_id, decision=ActionDecision(tool=name, payload=payload)
         )
 
-    def _validator(self, definition: ToolDefinition) -> Draft202012Validator:
+    def _validator(self, definition: ToolDefinition) -> jsonschema_rs.Validator | None:
+        # In bounded time, like admission's (DESIGN §10): arvis.domain.schemas.
         validator = self._validators.get(definition.name)
         if validator is None:
-            validator = Draft202012Validator(definition.input_schema)
+            try:
+                validator = compile_schema(definition.input_schema)
+            except ValueError:
+                return None  # refused at plan build; a plan persisted before fails closed
             self._validators[definition.name] = validator
         return validator

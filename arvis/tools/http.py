@@ -60,13 +60,26 @@ object ``{"call_id", "idempotency_key", "tool"}`` of the original invocation. A
 body) is ``unknown`` and changes nothing.
 
 **The answer.** ``2xx`` with a tool result as JSON: ``{"value": ...}`` or
-``{"problem": {code, detail, effect_started}}``. ``202 Accepted`` is work that
-started and completes later: ``EFFECT_STARTED``, its JSON body (or null when
-it has none, or none ARVIS can journal) kept as the result; a read-only tool
-may not answer it (refused, not started). A ``4xx`` other than ``409``
-is a problem result whose effect did not start. A connect
-failure means the effect did not start; a failure after the request may have
-been sent (a timeout, a reset, a ``5xx``, a ``409``) means nobody knows.
+``{"problem": {code, detail, effect_started}}``; a ``2xx`` body that is not one is
+``EFFECT_FAILED`` (the endpoint answered, its answer cannot be read). ``202
+Accepted`` is work that started and completes later: ``EFFECT_STARTED``, its JSON
+body (or null when it has none, or none ARVIS can journal) kept as the result; a
+read-only tool may not answer it (refused, not started).
+
+**Not-started needs proof** (DESIGN §10, :mod:`arvis.tools.remote`). Only a
+connection that could not be made (refused, timed out connecting, no pooled slot)
+proves the effect did not start: ``EFFECT_NOT_STARTED``, retry advised. Every
+other status — a redirect, a ``4xx``, a ``5xx`` — and a timeout or reset after the
+request was sent come from a request that reached the endpoint, which may have
+acted before it answered: ``EFFECT_STATE_UNKNOWN``, never retried for a
+replay-unsafe tool. An operator whose endpoint promises that some statuses are
+answered before it acts declares them for that tool::
+
+    not_started_statuses = [400, 422, 429]   # 400-599; these answers are "not started"
+
+and those answers become a ``remote_rejected`` problem whose effect did not start
+(the confirmation is released, a retry runs). A read-only tool has nothing to
+start: any uncertain ending of it is "not started" and may be retried.
 """
 
 from __future__ import annotations
@@ -87,48 +100,20 @@ from pydantic import (
 
 from arvis.domain.canonical import canonical_bytes
 from arvis.domain.definitions import Effect, ReplaySafety, ToolDefinition
-from arvis.domain.errors import ConfigurationError, DefinitionError
+from arvis.domain.errors import DefinitionError
 from arvis.tools.base import Reconcile, Reconciliation, Reporter, ToolInvocation, ToolResult
-from arvis.tools.errors import ToolExecutionError
-
-# RFC 9110 field-name token characters.
-_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-# Visible ASCII, inner spaces and tabs: no CR/LF (header injection), nothing
-# a client would have to encode.
-_HEADER_VALUE = re.compile(r"^[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_URL_UNSAFE = re.compile(r"[\s\x00-\x1f\x7f\\]")
-_SECRET_WORDS = ("token", "secret", "key", "auth", "password", "passwd", "credential", "cookie")
-# Headers ARVIS sets itself, or that belong to the transport.
-_RESERVED = frozenset(
-    {
-        "content-type",
-        "content-length",
-        "idempotency-key",
-        # W3C Trace Context: the tracing of the call owns them.
-        "traceparent",
-        "tracestate",
-        "host",
-        "transfer-encoding",
-        "connection",
-        "te",
-        "trailer",
-        "upgrade",
-    }
+from arvis.tools.remote import (
+    TRANSPORT_HEADERS,
+    RemoteOutcomes,
+    check_env_headers,
+    check_plain_headers,
+    read_env_headers,
 )
 
-
-def looks_secret(header: str) -> bool:
-    """Whether a header name suggests a credential (case-insensitive)."""
-    lowered = header.lower()
-    return any(word in lowered for word in _SECRET_WORDS)
-
-
-def _check_header_name(header: str) -> None:
-    if not _HEADER_NAME.match(header):
-        raise ValueError(f"{header!r} is not a valid header name")
-    if header.lower() in _RESERVED:
-        raise ValueError(f"header {header!r} is set by ARVIS and may not be configured")
+_URL_UNSAFE = re.compile(r"[\s\x00-\x1f\x7f\\]")
+# Headers ARVIS sets itself (W3C Trace Context belongs to the call's tracing), or
+# that belong to the transport.
+_RESERVED = TRANSPORT_HEADERS | {"idempotency-key", "traceparent", "tracestate"}
 
 
 def check_endpoint(url: str) -> str:
@@ -172,6 +157,9 @@ class HttpToolConfig(BaseModel):
     """Header name → environment variable holding its value, read at start-up."""
     reconcile_url: str | None = Field(default=None, pattern=r"^https?://")
     """Asked about uncertain calls; same scheme, host and port as ``url``."""
+    not_started_statuses: list[int] = Field(default_factory=list)
+    """Error statuses (400-599) the endpoint answers only before it acts: the operator's
+    word that such an answer means the effect did not start (DESIGN §10)."""
 
     @field_validator("url")
     @classmethod
@@ -197,31 +185,25 @@ class HttpToolConfig(BaseModel):
     @field_validator("headers")
     @classmethod
     def _plain_headers(cls, headers: dict[str, str]) -> dict[str, str]:
-        for header, value in headers.items():
-            _check_header_name(header)
-            if looks_secret(header):
-                raise ValueError(
-                    f"header {header!r} looks like a credential and may not be written in "
-                    f"arvis.toml: name the environment variable that holds it in headers_env "
-                    f'(headers_env = {{ "{header}" = "MY_VARIABLE" }})'
-                )
-            if not _HEADER_VALUE.match(value):
-                raise ValueError(f"header {header!r}: the value must be printable ASCII")
-        return headers
+        return check_plain_headers(headers, _RESERVED, "ARVIS")
 
     @field_validator("headers_env")
     @classmethod
     def _env_headers(cls, headers_env: dict[str, str], info: ValidationInfo) -> dict[str, str]:
-        plain = {header.lower() for header in info.data.get("headers", {})}
-        for header, variable in headers_env.items():
-            _check_header_name(header)
-            if header.lower() in plain:
-                raise ValueError(f"header {header!r} is in both headers and headers_env")
-            if not _ENV_NAME.match(variable):
+        return check_env_headers(headers_env, info.data.get("headers", {}), _RESERVED, "ARVIS")
+
+    @field_validator("not_started_statuses")
+    @classmethod
+    def _declared_statuses(cls, statuses: list[int]) -> list[int]:
+        for status in statuses:
+            if not 400 <= status <= 599:
                 raise ValueError(
-                    f"header {header!r}: {variable!r} is not an environment variable name"
+                    f"{status} is not an error status (400-599): only an error answer can be "
+                    "declared to mean the effect did not start"
                 )
-        return headers_env
+        if len(set(statuses)) != len(statuses):
+            raise ValueError("a status is listed twice")
+        return statuses
 
 
 class HttpTool:
@@ -238,6 +220,7 @@ class HttpTool:
         self._config = config
         self._client = client
         self._headers = {**config.headers, **(secret_headers or {})}
+        self._outcomes = RemoteOutcomes(definition, config.not_started_statuses)
 
     @property
     def name(self) -> str:
@@ -325,14 +308,13 @@ class HttpTool:
                 follow_redirects=False,
             )
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout):
-            raise self._error(
-                invocation, False, True, "connect_failed", "could not connect"
-            ) from None
+            # No connection, so not one byte of the request left ARVIS: the proof.
+            failure = self._outcomes.not_sent(invocation, "connect_failed", "could not connect")
+            raise failure from None
         except httpx.HTTPError:
             # The request may have reached the endpoint: the effect is unknown.
-            raise self._error(
-                invocation, None, False, "remote_unknown", "no complete answer"
-            ) from None
+            failure = self._outcomes.unknown(invocation, "remote_unknown", "no complete answer")
+            raise failure from None
         return self._result(invocation, response)
 
     def _result(self, invocation: ToolInvocation, response: httpx.Response) -> ToolResult:
@@ -347,49 +329,31 @@ class HttpTool:
                     raise ValueError("pending is not part of a remote answer")
                 return ToolResult.model_validate(answer)
             except (ValueError, ValidationError):
-                raise self._error(
-                    invocation, True, False, "invalid_remote_response", "not a tool result"
+                raise self._outcomes.failed(
+                    invocation, "invalid_remote_response", "not a tool result", retryable=False
                 ) from None
-        if status == 429 or (400 <= status < 500 and status != 409):
-            # A client error is refused before processing, by HTTP's contract.
-            return ToolResult.fail(
-                "remote_rejected", f"the endpoint refused the call ({status})", effect_started=False
-            )
-        raise self._error(
-            invocation, None, False, "remote_failed", f"the endpoint failed ({status})"
+        refused = self._outcomes.refusal(
+            status, "remote_rejected", f"the endpoint refused the call ({status}) before acting"
+        )
+        if refused is not None:
+            return refused
+        # An answer proves the request arrived; the endpoint may have acted first.
+        raise self._outcomes.unknown(
+            invocation, "remote_failed", f"the endpoint answered {status}; the effect is unknown"
         )
 
     def _accepted(self, invocation: ToolInvocation, response: httpx.Response) -> ToolResult:
         if self.definition.read_only:
             # A read has nothing to start: an endpoint deferring it broke its contract.
-            raise self._error(
-                invocation, False, True, "invalid_remote_response", "a read answered 202 Accepted"
+            # (Unknown for a read is "not started": there was nothing to start.)
+            raise self._outcomes.unknown(
+                invocation, "invalid_remote_response", "a read answered 202 Accepted"
             )
         try:
             return ToolResult.accepted(response.json() if response.content else None)
         except (ValueError, ValidationError):
             # The work was accepted whatever its receipt says: keep the boundary.
             return ToolResult.accepted(None)
-
-    def _error(
-        self,
-        invocation: ToolInvocation,
-        started: bool | None,
-        retryable: bool,
-        code: str,
-        message: str,
-    ) -> ToolExecutionError:
-        if started is None and self.definition.read_only:
-            started, retryable = False, True  # nothing to start: a read can be repeated
-        if self.definition.replay_safety is ReplaySafety.UNSAFE:
-            retryable = False  # the dispatcher refuses retry advice from unsafe tools
-        return ToolExecutionError(
-            invocation.call_id,
-            effect_started=started,
-            retryable=retryable,
-            code=code,
-            message=f"{self.name}: {message}",
-        )
 
 
 def http_tool(
@@ -416,18 +380,5 @@ def http_tool(
         )
     except DefinitionError as exc:
         raise DefinitionError(exc.tool, f"{exc.rule} (declared by {source})") from None
-    secrets: dict[str, str] = {}
-    for header, variable in config.headers_env.items():
-        value = environ.get(variable, "").strip()
-        if not value:
-            raise ConfigurationError(
-                f"{source} tool {config.name!r}: header {header!r} reads the environment "
-                f"variable {variable}, which is not set"
-            )
-        if not _HEADER_VALUE.match(value):
-            raise ConfigurationError(
-                f"{source} tool {config.name!r}: the environment variable {variable} "
-                f"(header {header!r}) must hold printable ASCII on one line"
-            )
-        secrets[header] = value
+    secrets = read_env_headers(f"{source} tool {config.name!r}", config.headers_env, environ)
     return HttpTool(definition, config, client, secrets)

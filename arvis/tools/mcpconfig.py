@@ -5,14 +5,27 @@
 name = "notes"                              # its tools become notes.<tool>
 command = ["python", "notes_server.py"]     # stdio; or url = "http://127.0.0.1:9000/mcp"
 trust_annotations = false                   # default: the server's hints are not believed
+not_started_codes = []                      # JSON-RPC errors the server answers before acting
 [tools.mcp.overrides.add_note]
 effect = "mutating"
 replay_safety = "unsafe"
 capabilities = ["filesystem.write"]
+not_started_codes = [-32602]                # replaces the server's list for this tool
 ```
 
 Declared, never discovered: the server's tool list is read at start-up and pinned
 into the plan. This module is configuration only; it imports nothing of the MCP SDK.
+
+**``not_started_codes``** (DESIGN §10 "Not-started needs proof"): any JSON-RPC
+error answer proves the call reached the server, which may have acted before it
+answered, so it is ``EFFECT_STATE_UNKNOWN`` — unless the operator lists its code
+here, for a server that answers those codes only before it acts. Two kinds of
+code can never be declared: ``-32000`` and ``-32001``, which ARVIS's MCP client
+raises itself for a closed connection and a timeout (no answer at all), and, for a
+``url`` server, ``-32700``, ``-32600``, ``-32601`` and ``-32603``, which the
+client also makes up from HTTP answers it could not read (a 202, a redirect, a
+404, a page, a 5xx, a body that is not JSON), so they cannot be told from the
+server's own.
 """
 
 from __future__ import annotations
@@ -22,30 +35,23 @@ import re
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from arvis.domain.definitions import Effect, ReplaySafety
+from arvis.tools.remote import TRANSPORT_HEADERS, check_env_headers, check_plain_headers
 
 SERVER_NAME = r"^[a-z][a-z0-9_-]{0,31}$"
-# RFC 9110 field-name token characters.
-_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-HEADER_VALUE = re.compile(r"^[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _URL = re.compile(r"^https?://[^\s\\@#]+$")
-# Set by the MCP transport itself, or by HTTP.
-_RESERVED = frozenset(
-    {
-        "accept",
-        "connection",
-        "content-length",
-        "content-type",
-        "host",
-        "last-event-id",
-        "mcp-protocol-version",
-        "mcp-session-id",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-    }
-)
+# Set by the MCP transport itself (and Mcp-Name, Mcp-Param-* on a modern session).
+_RESERVED = TRANSPORT_HEADERS | {
+    "accept",
+    "last-event-id",
+    "mcp-name",
+    "mcp-protocol-version",
+    "mcp-session-id",
+}
+_OWNER = "the MCP transport"
+# Raised by ARVIS's own client: a closed connection, a timeout. Never an answer.
+_CLIENT_CODES = frozenset({-32000, -32001})
+# Also made up by the streamable HTTP client from HTTP answers it could not read.
+_HTTP_CLIENT_CODES = frozenset({-32700, -32600, -32601, -32603})
 
 
 class McpToolOverride(BaseModel):
@@ -57,6 +63,13 @@ class McpToolOverride(BaseModel):
     replay_safety: ReplaySafety | None = None
     capabilities: list[str] | None = None
     """Replaces the capability tags derived for the tool."""
+    not_started_codes: list[int] | None = None
+    """Replaces the server's ``not_started_codes`` for this tool."""
+
+    @field_validator("not_started_codes")
+    @classmethod
+    def _codes(cls, codes: list[int] | None) -> list[int] | None:
+        return None if codes is None else _check_codes(codes)
 
 
 class McpServerConfig(BaseModel):
@@ -84,8 +97,18 @@ class McpServerConfig(BaseModel):
     """How long starting (or restarting) the session and listing its tools may take;
     keep it below ``ARVIS_TOOL_TIMEOUT_S`` so a call that could not be sent is
     journaled as not started rather than cut off by the dispatch deadline."""
+    not_started_codes: list[int] = Field(default_factory=list)
+    """JSON-RPC error codes this server answers only before a tool acts: such an
+    answer is "not started" (the module docstring says which codes cannot be)."""
     overrides: dict[str, McpToolOverride] = Field(default_factory=dict)
     """Keyed by the server's own tool name (without the prefix)."""
+
+    def declared_not_started(self, tool: str) -> list[int]:
+        """The codes that mean "not started" for ``tool`` (its override's, else the server's)."""
+        override = self.overrides.get(tool)
+        if override is not None and override.not_started_codes is not None:
+            return override.not_started_codes
+        return self.not_started_codes
 
     @field_validator("url")
     @classmethod
@@ -99,31 +122,21 @@ class McpServerConfig(BaseModel):
     @field_validator("headers")
     @classmethod
     def _plain_headers(cls, headers: dict[str, str]) -> dict[str, str]:
-        # Imported here: arvis.tools imports this module while it initialises.
-        from arvis.tools.http import looks_secret
-
-        for header, value in headers.items():
-            _check_header_name(header)
-            if looks_secret(header):
-                raise ValueError(
-                    f"header {header!r} looks like a credential and may not be written in "
-                    "arvis.toml: name the environment variable that holds it in headers_env"
-                )
-            if not HEADER_VALUE.match(value):
-                raise ValueError(f"header {header!r}: the value must be printable ASCII")
-        return headers
+        for header in headers:
+            _check_mcp_header(header)
+        return check_plain_headers(headers, _RESERVED, _OWNER)
 
     @field_validator("headers_env")
     @classmethod
     def _env_headers(cls, headers_env: dict[str, str], info: ValidationInfo) -> dict[str, str]:
-        plain = {header.lower() for header in info.data.get("headers", {})}
-        for header, variable in headers_env.items():
-            _check_header_name(header)
-            if header.lower() in plain:
-                raise ValueError(f"header {header!r} is in both headers and headers_env")
-            if not _ENV_NAME.match(variable):
-                raise ValueError(f"header {header!r}: {variable!r} is not a variable name")
-        return headers_env
+        for header in headers_env:
+            _check_mcp_header(header)
+        return check_env_headers(headers_env, info.data.get("headers", {}), _RESERVED, _OWNER)
+
+    @field_validator("not_started_codes")
+    @classmethod
+    def _codes(cls, codes: list[int]) -> list[int]:
+        return _check_codes(codes)
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:
@@ -131,11 +144,34 @@ class McpServerConfig(BaseModel):
             raise ValueError("give exactly one of command (stdio) or url (streamable HTTP)")
         if self.command is not None and (self.headers or self.headers_env):
             raise ValueError("headers and headers_env are for a url server")
+        if self.url is not None:
+            declared = [("not_started_codes", self.not_started_codes)] + [
+                (f"overrides.{tool}.not_started_codes", override.not_started_codes or [])
+                for tool, override in self.overrides.items()
+            ]
+            for field, codes in declared:
+                made_up = sorted(set(codes) & _HTTP_CLIENT_CODES)
+                if made_up:
+                    raise ValueError(
+                        f"{field}: {made_up[0]} cannot be declared for a url server: the MCP "
+                        "client also makes it up from HTTP answers it could not read, which "
+                        "prove the call arrived"
+                    )
         return self
 
 
-def _check_header_name(header: str) -> None:
-    if not _HEADER_NAME.match(header):
-        raise ValueError(f"{header!r} is not a valid header name")
-    if header.lower() in _RESERVED:
-        raise ValueError(f"header {header!r} is set by the MCP transport and may not be set")
+def _check_mcp_header(header: str) -> None:
+    if header.lower().startswith("mcp-param-"):
+        raise ValueError(f"header {header!r} is set by {_OWNER} and may not be configured")
+
+
+def _check_codes(codes: list[int]) -> list[int]:
+    for code in codes:
+        if code in _CLIENT_CODES:
+            raise ValueError(
+                f"{code} is raised by ARVIS's own MCP client (a closed connection or a "
+                "timeout: no answer at all) and cannot mean the effect did not start"
+            )
+    if len(set(codes)) != len(codes):
+        raise ValueError("a code is listed twice")
+    return codes

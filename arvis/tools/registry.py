@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from arvis.domain.definitions import ToolDefinition
 from arvis.domain.errors import ArvisError, ConfigurationError, DefinitionError
+from arvis.domain.schemas import unsupported
 from arvis.domain.sections import parse_section
 from arvis.tools.base import Tool
 from arvis.tools.builtins import builtin_tools
@@ -136,25 +137,35 @@ def check_tool(tool: object, source: str) -> None:
         )
 
 
+BUILTIN_SOURCE = "the built-in tools"
+
+
 def build_tool_set(section: Mapping[str, Any], host: ToolHost) -> list[Tool]:
     """The tools the ``[tools]`` section declares: built-in fallbacks, then declared
     application tools replacing them by name.
 
-    Two application tools of one name stop start-up with an error naming both
-    declarations. The result is sorted by name.
+    Built-in, application, HTTP and upstream MCP tools share one namespace (DESIGN
+    §10 "Names are unique"). Only an application factory may replace a built-in of
+    the same name (DESIGN §3); any other collision — two declared tools of one
+    name, or an HTTP or upstream MCP tool taking a built-in's name — stops
+    start-up with one line naming both sources. So does an input schema that
+    cannot be checked in bounded time (:mod:`arvis.domain.schemas`). The result
+    is sorted by name.
     """
     config = parse_tools_config(section)
     fallbacks = (
         {tool.name: tool for tool in builtin_tools(host.sandbox_dir)} if config.builtins else {}
     )
     declared: dict[str, tuple[str, Tool]] = {}
-    sources: list[tuple[str, list[Tool]]] = [
-        (spec, call_factory(spec, load_factory(spec), host)) for spec in config.factories
+    # (source, its tools, whether it may replace a built-in of the same name)
+    sources: list[tuple[str, list[Tool], bool]] = [
+        (f"factory {spec!r}", call_factory(spec, load_factory(spec), host), True)
+        for spec in config.factories
     ]
     for index, entry in enumerate(config.http, start=1):
         source = f"[[tools.http]] #{index}"
         remote = http_tool(entry, host.http, source=source, environ=host.environ)
-        sources.append((source, [remote]))
+        sources.append((source, [remote], False))
     for server in config.mcp:
         source = f"[[tools.mcp]] {server.name!r}"
         if server.name not in host.mcp_tools:
@@ -165,16 +176,25 @@ def build_tool_set(section: Mapping[str, Any], host: ToolHost) -> list[Tool]:
         listed = list(host.mcp_tools[server.name])
         for tool in listed:
             check_tool(tool, source)
-        sources.append((source, listed))
-    for source, tools in sources:
+        sources.append((source, listed, False))
+    for source, tools, replaces in sources:
         for tool in tools:
-            if tool.name in declared:
-                first = declared[tool.name][0]
+            first = declared[tool.name][0] if tool.name in declared else None
+            if first is None and tool.name in fallbacks and not replaces:
+                first = BUILTIN_SOURCE
+            if first is not None:
                 raise ConfigurationError(
-                    f"tool {tool.name!r} is declared by both {first!r} and {source!r}; "
-                    "two application tools may not share a name"
+                    f"tool {tool.name!r} is declared by both {first} and {source}: tool names "
+                    "are one namespace, and only an application factory may replace a built-in"
                 )
             declared[tool.name] = (source, tool)
-    merged: dict[str, Tool] = dict(fallbacks)
-    merged.update({name: tool for name, (_, tool) in declared.items()})
-    return [merged[name] for name in sorted(merged)]
+    merged: dict[str, tuple[str, Tool]] = {
+        name: (BUILTIN_SOURCE, tool) for name, tool in fallbacks.items()
+    }
+    merged.update(declared)
+    for source, tool in merged.values():
+        # DESIGN §10 "Nothing on the event loop runs unbounded": refused here, not per call.
+        reason = unsupported(tool.definition)
+        if reason is not None:
+            raise DefinitionError(tool.name, f"{reason} (declared by {source})")
+    return [merged[name][1] for name in sorted(merged)]

@@ -78,6 +78,7 @@ async def test_upstream_tools_are_in_the_plan_with_the_operators_metadata(served
         "notes.fail": ("mutating", "unsafe"),
         "notes.crash": ("mutating", "unsafe"),
         "notes.slow": ("mutating", "unsafe"),
+        "notes.reject": ("mutating", "unsafe"),
     }
     assert tools["notes.add_note"]["input_schema"]["required"] == ["text"]
     async with served.client() as client:

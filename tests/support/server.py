@@ -7,13 +7,13 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import uvicorn
-from fastapi import FastAPI
 
 
 @contextmanager
-def running(app: FastAPI) -> Iterator[str]:
+def running(app: Any) -> Iterator[str]:
     """Serve ``app`` (lifespan included) on a free local port; yield its base URL."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

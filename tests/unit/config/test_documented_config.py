@@ -58,6 +58,7 @@ def test_the_documented_arvis_toml_validates_section_by_section() -> None:
     notify = load_notifications(config.notify, {"ARVIS_WEBHOOK_SECRET": "x" * 32})
     assert [hook.config.name for hook in notify.webhooks] == ["approvals-chat"]
     assert tools.http[0].reconcile_url is not None
+    assert tools.http[0].not_started_statuses == [422]
 
 
 async def test_the_documented_remote_tool_is_built_with_its_definition(tmp_path: Path) -> None:

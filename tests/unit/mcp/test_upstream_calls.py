@@ -31,6 +31,8 @@ class FakeUpstream:
     answer: Answer
     url: str | None = None
     calls: list[tuple[str, dict[str, Any], dict[str, Any]]] = field(default_factory=list)
+    server: dict[str, Any] = field(default_factory=dict)
+    """More fields of its ``[[tools.mcp]]`` entry."""
 
     @property
     def name(self) -> str:
@@ -39,8 +41,8 @@ class FakeUpstream:
     @property
     def config(self) -> McpServerConfig:
         if self.url is not None:
-            return McpServerConfig(name="notes", url=self.url)
-        return McpServerConfig(name="notes", command=["notes"])
+            return McpServerConfig(name="notes", url=self.url, **self.server)
+        return McpServerConfig(name="notes", command=["notes"], **self.server)
 
     async def call(self, tool: str, arguments: dict[str, Any], meta: dict[str, Any]) -> Any:
         self.calls.append((tool, arguments, meta))
@@ -63,12 +65,13 @@ async def dispatch(
     *,
     effect: Effect = Effect.MUTATING,
     replay_safety: ReplaySafety = ReplaySafety.UNSAFE,
+    server: dict[str, Any] | None = None,
 ) -> tuple[DispatchOutcome, FakeUpstream]:
     if effect is Effect.READ_ONLY:
         built = read_only("notes.add_note")
     else:
         built = definition("notes.add_note", replay_safety=replay_safety)
-    upstream = FakeUpstream(answer)
+    upstream = FakeUpstream(answer, server=server or {})
     tool = McpTool(built, upstream, "add_note")  # type: ignore[arg-type]
     dispatcher = ToolDispatcher([tool])
     outcome = await dispatcher.dispatch(invocation("notes.add_note", {"text": "hi"}))
@@ -134,13 +137,44 @@ async def test_a_read_only_tool_that_got_no_answer_did_not_start_anything() -> N
     assert outcome.boundary is EffectBoundary.EFFECT_NOT_STARTED
 
 
-async def test_a_request_the_server_refused_as_malformed_did_not_start() -> None:
-    refused = MCPError(code=types.INVALID_PARAMS, message="Unknown tool: add_note")
+@pytest.mark.parametrize(
+    "code",
+    [
+        types.PARSE_ERROR,  # also the SDK's word for a body that is not JSON
+        types.INVALID_REQUEST,  # and for a 202, a redirect, a page
+        types.METHOD_NOT_FOUND,  # and for a 404
+        types.INVALID_PARAMS,
+    ],
+)
+async def test_a_json_rpc_error_proves_the_call_arrived_so_it_is_unknown(code: int) -> None:
+    refused = MCPError(code=code, message="Unknown tool: add_note")
     outcome, _ = await dispatch(raises(refused))
+    assert outcome.boundary is EffectBoundary.EFFECT_STATE_UNKNOWN
+    assert outcome.failure is not None
+    assert outcome.failure.code == "upstream_unknown"
+
+
+async def test_a_json_rpc_code_the_operator_declared_did_not_start() -> None:
+    declared = {"not_started_codes": [types.INVALID_PARAMS]}
+    refused = MCPError(code=types.INVALID_PARAMS, message="Unknown tool: add_note")
+    outcome, _ = await dispatch(raises(refused), server=declared)
     assert outcome.boundary is EffectBoundary.EFFECT_NOT_STARTED
     assert outcome.result is not None
     assert outcome.result.problem is not None
     assert outcome.result.problem.code == "upstream_rejected"
+    other = MCPError(code=types.INTERNAL_ERROR, message="boom")
+    unknown, _ = await dispatch(raises(other), server=declared)
+    assert unknown.boundary is EffectBoundary.EFFECT_STATE_UNKNOWN
+
+
+async def test_an_overrides_codes_replace_the_servers_for_its_tool() -> None:
+    server = {
+        "not_started_codes": [types.INVALID_PARAMS],
+        "overrides": {"add_note": {"not_started_codes": []}},
+    }
+    refused = MCPError(code=types.INVALID_PARAMS, message="invalid")
+    outcome, _ = await dispatch(raises(refused), server=server)
+    assert outcome.boundary is EffectBoundary.EFFECT_STATE_UNKNOWN
 
 
 @pytest.mark.parametrize(

@@ -118,6 +118,51 @@ def test_a_bad_entry_stops_start_up_with_one_line(fields: dict[str, Any], expect
     assert "\n" not in str(caught.value)
 
 
+URL = "https://mcp.example/mcp"
+
+
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [
+        # Raised by ARVIS's own client: no answer at all, for any server.
+        ({"command": ["notes"], "not_started_codes": [-32000]}, "-32000 is raised by ARVIS"),
+        (
+            {"command": ["notes"], "overrides": {"add_note": {"not_started_codes": [-32001]}}},
+            "-32001 is raised by ARVIS",
+        ),
+        # Made up by the HTTP client from answers it could not read (202, 404, a page...).
+        ({"url": URL, "not_started_codes": [-32602, -32600]}, "-32600 cannot be declared"),
+        (
+            {"url": URL, "overrides": {"add_note": {"not_started_codes": [-32601]}}},
+            "overrides.add_note.not_started_codes: -32601 cannot be declared",
+        ),
+        ({"command": ["notes"], "not_started_codes": [7, 7]}, "listed twice"),
+    ],
+)
+def test_only_codes_the_server_itself_answers_can_be_declared_not_started(
+    entry: dict[str, Any], expected: str
+) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        parse_tools_config({"mcp": [{"name": "notes", **entry}]})
+    assert expected in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_stdio_server_may_declare_any_code_its_server_answers() -> None:
+    codes = [-32700, -32600, -32601, -32602, -32603, 7]
+    config = server(not_started_codes=codes, overrides={"fail": {"not_started_codes": []}})
+    assert config.declared_not_started("add_note") == codes
+    assert config.declared_not_started("fail") == []
+
+
+@pytest.mark.parametrize("header", ["Mcp-Session-Id", "Accept", "Mcp-Param-Region", "Host"])
+def test_headers_the_mcp_transport_sets_cannot_be_configured(header: str) -> None:
+    for field in ("headers", "headers_env"):
+        entry = {"name": "web", "url": URL, field: {header: "X_VAR"}}
+        with pytest.raises(ConfigurationError, match="set by the MCP transport"):
+            parse_tools_config({"mcp": [entry]})
+
+
 def test_a_credential_in_plain_headers_is_refused_pointing_at_headers_env() -> None:
     entry = {"name": "web", "url": "https://mcp.example/mcp", "headers": {"Authorization": "x"}}
     with pytest.raises(ConfigurationError) as caught:
@@ -157,3 +202,27 @@ def test_an_upstream_tool_may_not_take_another_declared_tools_name(tmp_path: Pat
     tools = {"http": [http_entry], "mcp": [{"name": "notes", "command": ["notes"]}]}
     with pytest.raises(ConfigurationError, match="declared by both"):
         build_tool_set(tools, host)
+
+
+@pytest.mark.parametrize("builtins", [True, False])
+def test_an_upstream_or_http_tool_may_not_take_a_builtins_name(
+    tmp_path: Path, builtins: bool
+) -> None:
+    shadow = FakeTool(definition("files.write"), returns_ok)
+    host = ToolHost(sandbox_dir=tmp_path, http=httpx.AsyncClient(), mcp_tools={"files": [shadow]})
+    http_entry = {
+        "name": "echo",
+        "description": "Not the built-in echo.",
+        "url": "https://echo.example/arvis",
+        "effect": "read_only",
+        "replay_safety": "safe",
+    }
+    for section in (
+        {"builtins": builtins, "mcp": [{"name": "files", "command": ["files"]}]},
+        {"builtins": builtins, "http": [http_entry]},
+    ):
+        if builtins:
+            with pytest.raises(ConfigurationError, match="both the built-in tools and"):
+                build_tool_set(section, host)
+        else:  # without the built-ins the name is free
+            assert len(build_tool_set(section, host)) == 1

@@ -96,13 +96,49 @@ async def test_a_timeout_after_the_request_was_sent_is_state_unknown() -> None:
     assert not outcome.failure.retryable
 
 
-async def test_a_client_error_response_is_a_problem_not_started() -> None:
-    outcome = await ToolDispatcher([tool(lambda r: httpx.Response(422))]).dispatch(
+@pytest.mark.parametrize("status", [301, 303, 400, 404, 409, 422, 429, 500, 503])
+async def test_any_answer_but_a_result_proves_the_call_arrived_so_it_is_unknown(
+    status: int,
+) -> None:
+    outcome = await ToolDispatcher([tool(lambda r: httpx.Response(status))]).dispatch(
         invocation("crm.update")
     )
+    assert outcome.boundary is EffectBoundary.EFFECT_STATE_UNKNOWN
+    assert outcome.failure is not None
+    assert outcome.failure.code == "remote_failed"
+    assert str(status) in outcome.failure.message
+
+
+async def test_a_status_the_operator_declared_is_a_problem_not_started() -> None:
+    declared = tool(lambda r: httpx.Response(422), not_started_statuses=[400, 422])
+    outcome = await ToolDispatcher([declared]).dispatch(invocation("crm.update"))
+    assert outcome.boundary is EffectBoundary.EFFECT_NOT_STARTED
     assert outcome.result is not None
     assert outcome.result.problem is not None
+    assert outcome.result.problem.code == "remote_rejected"
+    other = tool(lambda r: httpx.Response(404), not_started_statuses=[400, 422])
+    unknown = await ToolDispatcher([other]).dispatch(invocation("crm.update"))
+    assert unknown.boundary is EffectBoundary.EFFECT_STATE_UNKNOWN
+
+
+async def test_a_read_that_got_an_error_answer_did_not_start_anything() -> None:
+    reader = tool(lambda r: httpx.Response(500), effect="read_only", replay_safety="safe")
+    outcome = await ToolDispatcher([reader]).dispatch(invocation("crm.update"))
     assert outcome.boundary is EffectBoundary.EFFECT_NOT_STARTED
+    assert outcome.failure is not None
+    assert outcome.failure.retryable
+
+
+@pytest.mark.parametrize(
+    ("statuses", "expected"),
+    [([200], "not an error status"), ([302], "not an error status"), ([400, 400], "twice")],
+)
+def test_only_error_statuses_can_be_declared_not_started(
+    statuses: list[int], expected: str
+) -> None:
+    message = config_error(not_started_statuses=statuses)
+    assert message.startswith("[tools] http.0.not_started_statuses")
+    assert expected in message
 
 
 @pytest.mark.parametrize(

@@ -55,8 +55,9 @@ def test_two_application_tools_of_one_name_stop_start_up_naming_both_factories(
         with pytest.raises(ConfigurationError) as caught:
             build(host, factories=specs)
         assert str(caught.value) == (
-            f"tool 'crm.update' is declared by both '{specs[0]}' and '{specs[1]}'; "
-            "two application tools may not share a name"
+            f"tool 'crm.update' is declared by both factory '{specs[0]}' and factory "
+            f"'{specs[1]}': tool names are one namespace, and only an application factory "
+            "may replace a built-in"
         )
 
 
