@@ -33,6 +33,7 @@ CREATE OR REPLACE FUNCTION arvis_admit(
     OUT out_status text, OUT out_receipt_position bigint, OUT out_run_plan text
 ) LANGUAGE plpgsql AS $$
 DECLARE
+    v_context jsonb := p_context::jsonb;
     v_bound text;
     v_receipts bigint;
     v_confirmation text;
@@ -41,7 +42,7 @@ DECLARE
 BEGIN
     SELECT b.out_status, b.out_run_plan INTO v_bound, out_run_plan
       FROM arvis_bind(p_tenant, p_run, p_plan, p_causal, p_key, p_tool, p_digest, p_payload,
-                      p_context::jsonb ->> 'principal_id') b;
+                      v_context ->> 'principal_id') b;
     IF v_bound IN ('identity_mismatch', 'causal_conflict') THEN
         out_status := v_bound;
         RETURN;
@@ -119,7 +120,7 @@ BEGIN
         plan_id, intent_id, capability_id, commitment, receipt_position, context, owner,
         confirmation_id, policy, budgets)
     VALUES (p_tenant, p_key, p_attempt, p_run, p_causal, p_tool, p_plan, p_intent,
-        p_capability, p_commitment, out_receipt_position, p_context::jsonb, p_owner,
+        p_capability, p_commitment, out_receipt_position, v_context, p_owner,
         p_confirmation, p_policy::jsonb, p_budgets::jsonb);
     out_status := 'admitted';
 END
