@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -199,7 +200,7 @@ async def people(database_url: str, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 async def test_another_principal_never_receives_a_runs_result_and_writes_nothing(
-    people: Api,
+    people: Api, caplog: pytest.LogCaptureFixture
 ) -> None:
     api = people
     secret = {"path": "alice.txt", "content": "alice's secret"}
@@ -210,9 +211,13 @@ async def test_another_principal_never_receives_a_runs_result_and_writes_nothing
     journal = api.sql("SELECT position, kind FROM journal_entries WHERE run_id = 'run-alice'")
 
     # Bob, whom the policy forbids files.write, re-posts her run, causal id and payload.
-    theirs = await api.syscall(
-        "files.write", secret, run_id="run-alice", causal_id="c-1", who="bob"
-    )
+    with caplog.at_level("INFO", logger="arvis.access"):
+        theirs = await api.syscall(
+            "files.write", secret, run_id="run-alice", causal_id="c-1", who="bob"
+        )
+    [logged] = [json.loads(r.getMessage()) for r in caplog.records if r.name == "arvis.access"]
+    assert (logged["status"], logged["run_id"], logged["causal_id"]) == (403, "run-alice", "c-1")
+    assert logged["problem"] == "identity_mismatch"
     # ...and takes a causal id of hers before she does.
     first = await api.syscall("files.write", secret, run_id="run-alice", causal_id="c-2", who="bob")
 
