@@ -55,6 +55,7 @@ from arvis.lifecycle.authorization import (
     Refuse,
     ToolAuthorizationService,
     budget_refusal,
+    needs_earlier,
 )
 from arvis.lifecycle.effects import not_dispatched
 from arvis.lifecycle.errors import AttemptInFlight, InvalidReceipt, RunOfAnotherPrincipal
@@ -171,10 +172,13 @@ class AdmissionService:
 
     async def _earlier(self, request: AdmissionRequest, history: DecisionHistory) -> Earlier | None:
         """The tool's definition under the plan of the decision's latest attempt, when
-        that plan is not the current one. Plans are immutable and cached once loaded;
-        one that cannot be loaded stops the syscall (nothing is recorded)."""
+        that plan is not the current one and the decision depends on it. Plans are
+        immutable and cached once loaded; one that cannot be loaded stops the syscall
+        (nothing is recorded)."""
         latest = history.latest
-        if latest is None or latest.plan_id is None or latest.plan_id == request.plan_id:
+        if latest is None or latest.plan_id in (None, request.plan_id):
+            return None
+        if not needs_earlier(history):
             return None
         async with await lease_plan(self.plans, latest.plan_id) as plan:
             return Earlier(plan.definitions.get(request.tool))

@@ -406,6 +406,23 @@ def _apply_retry_table(
     return DenialReason.RETRY_PROHIBITED_UNCERTAIN
 
 
+def needs_earlier(history: DecisionHistory) -> bool:
+    """Whether :meth:`ToolAuthorizationService.decide` reads the definition the latest
+    attempt ran under: the retry table's verdict depends on it (an uncertain outcome
+    nobody resolved), or it may let a new attempt follow one that may have taken
+    effect (a failure with retry advice). A record, a refusal, or an attempt that
+    provably never ran is decided without it."""
+    latest = history.latest
+    if latest is None:
+        return False
+    if latest.boundary is EffectBoundary.EFFECT_FAILED:
+        return latest.retryable
+    return latest.boundary in _UNCERTAIN and latest.resolved is None
+
+
+_UNCERTAIN = (EffectBoundary.EFFECT_STARTED, EffectBoundary.EFFECT_STATE_UNKNOWN)
+
+
 def _may_have_taken_effect(history: DecisionHistory) -> bool:
     """The latest attempt (which the retry table let go again) may have had an effect:
     it failed with retry advice, or its outcome is uncertain and nobody resolved it as

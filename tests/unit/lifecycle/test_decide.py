@@ -31,6 +31,7 @@ from arvis.lifecycle.authorization import (
     Proceed,
     Refuse,
     budget_refusal,
+    needs_earlier,
 )
 from arvis.lifecycle.budgets import BudgetConfig, Budgets
 from arvis.lifecycle.ports import NEW_DECISION, DecisionHistory
@@ -497,6 +498,35 @@ def test_an_uncertain_attempt_resolved_not_started_is_decided_under_the_current_
     req = request(PUT)
     built = History(req).after(B.EFFECT_STATE_UNKNOWN, resolved=B.EFFECT_NOT_STARTED).build()
     proceeds(SERVICE.decide(req, built, Earlier(changed(PUT))), req, 2)
+
+
+@pytest.mark.parametrize(
+    ("history", "needed"),
+    [
+        pytest.param(lambda h: h, False, id="new"),
+        pytest.param(lambda h: h.after(B.EFFECT_COMPLETED), False, id="completed"),
+        pytest.param(lambda h: h.after(B.PRE_EFFECT_REFUSAL), False, id="refused"),
+        pytest.param(lambda h: h.after(B.EFFECT_NOT_STARTED), False, id="not-started"),
+        pytest.param(lambda h: h.after(B.EFFECT_FAILED), False, id="failed"),
+        pytest.param(lambda h: h.after(B.EFFECT_FAILED, retryable=True), True, id="failed-retry"),
+        pytest.param(lambda h: h.after(B.EFFECT_STARTED), True, id="started"),
+        pytest.param(lambda h: h.after(B.EFFECT_STATE_UNKNOWN), True, id="unknown"),
+        pytest.param(
+            lambda h: h.after(B.EFFECT_STATE_UNKNOWN, resolved=B.EFFECT_COMPLETED),
+            False,
+            id="resolved",
+        ),
+    ],
+)
+def test_the_earlier_definition_is_read_only_where_it_decides(
+    history: Callable[[History], History], needed: bool
+) -> None:
+    req = request(PUT)
+    built = history(History(req)).build()
+    assert needs_earlier(built) is needed
+    if not needed:
+        # Decided the same whatever the earlier definition was.
+        assert SERVICE.decide(req, built, Earlier(changed(PUT))) == SERVICE.decide(req, built)
 
 
 # -- a run belongs to its principal (DESIGN §10) ---------------------------------------------
