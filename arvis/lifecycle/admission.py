@@ -24,7 +24,6 @@ may have taken effect is refused ``plan_retired`` before anything is minted.
 from __future__ import annotations
 
 import dataclasses
-import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -73,8 +72,6 @@ from arvis.lifecycle.refusals import answer_deduplicated, refusal_append
 from arvis.lifecycle.results import ConfirmationRef, Syscall, SyscallResult, result_from_entry
 from arvis.tools.outcome import DispatchOutcome
 from arvis.tools.plans import PlanLease, ToolPlanSource, lease_plan
-
-log = logging.getLogger(__name__)
 
 # A step decided on stale history is decided again on fresh history; a history
 # that keeps changing under concurrent posts of one decision is a conflict to retry.
