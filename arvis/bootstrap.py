@@ -60,7 +60,7 @@ from arvis.lifecycle.resolution import (
     parse_reconcile_config,
 )
 from arvis.lifecycle.settlement import Settlement
-from arvis.lifecycle.syscalls import PhaseObserver, SyscallHandler, SyscallTracer
+from arvis.lifecycle.syscalls import SyscallHandler, SyscallObserver, SyscallTracer
 from arvis.mcp.pool import McpUpstreams
 from arvis.store.audit import AuditHost, PgPlanStore
 from arvis.store.checkpoints import PgCheckpoints
@@ -116,21 +116,23 @@ def compose_lifecycle(
     lease_ttl_s: float = 15.0,
     production: bool = False,
     lifecycle_store: LifecycleStore | None = None,
-    phase_observer: PhaseObserver | None = None,
+    observer: SyscallObserver | None = None,
     reconcile: ReconcileSettings | None = None,
     tracer: SyscallTracer | None = None,
     budgets: Budgets | None = None,
     witness: IntentWitness | None = None,
+    served_run: str | None = None,
 ) -> Lifecycle:
     """Wire the lifecycle of DESIGN §2 around a store and a tool set.
 
     ``lifecycle_store`` replaces ``store.ops`` as the lifecycle's store (a test
-    composes a faulty one in). ``phase_observer`` is told how long each phase of
-    every syscall took (the HTTP app's metrics); ``tracer`` traces every syscall and its
-    phases (``arvis.telemetry``). ``budgets`` are the ``[[budgets]]`` each admission is
-    charged to (none by default). Nothing is admitted until the lease is claimed
-    (``Kernel.start`` does, with the background heartbeat; a test composition
-    claims it itself).
+    composes a faulty one in). ``observer`` counts every syscall, its phases and its
+    errors (the HTTP app's metrics), whichever entry point it came through;
+    ``served_run`` is the only run a per-turn instance admits (``arvis serve-turn
+    RUN``); ``tracer`` traces every syscall and its phases (``arvis.telemetry``).
+    ``budgets`` are the ``[[budgets]]`` each admission is charged to (none by default).
+    Nothing is admitted until the lease is claimed (``Kernel.start`` does, with the
+    background heartbeat; a test composition claims it itself).
     """
     clock = clock or SystemClock()
     instance_id = instance_id or new_instance_id()
@@ -163,8 +165,9 @@ def compose_lifecycle(
         lease=lease,
         clock=clock,
         production=production,
-        phase_observer=phase_observer,
+        observer=observer,
         tracer=tracer,
+        served_run=served_run,
     )
     return Lifecycle(
         plans=plans,
@@ -389,13 +392,13 @@ async def check_deployment(settings: Settings) -> None:
 async def build_kernel(
     settings: Settings | None = None,
     *,
-    phase_observer: PhaseObserver | None = None,
+    observer: SyscallObserver | None = None,
     tracing: Tracing | None = None,
 ) -> Kernel:
     """Wire a kernel. Starts the embedded PostgreSQL when no URL is configured.
 
     A broken ``arvis.toml`` or a contradictory tool stops here, before anything
-    is served. ``phase_observer`` gets the duration of each syscall phase.
+    is served. ``observer`` counts every syscall (the served app's metrics).
     ``tracing`` replaces the one ``[telemetry]`` and ``OTEL_*`` describe (a test
     hands in one on an in-memory exporter); the kernel shuts it down when it closes,
     or at once when building it fails.
@@ -451,11 +454,12 @@ async def build_kernel(
         allow_self_approval=confirmations.allow_self_approval,
         lease_ttl_s=settings.lease_ttl_s,
         production=settings.env is Environment.PRODUCTION,
-        phase_observer=phase_observer,
+        observer=observer,
         reconcile=reconcile,
         tracer=tracing,
         budgets=budgets,
         witness=evidence.witness,
+        served_run=settings.turn_run_id,
     )
     checkpointer = None
     if evidence.signing_key is not None:

@@ -24,18 +24,18 @@ from arvis.bootstrap import Kernel, build_kernel
 from arvis.config import Environment, load_settings
 from arvis.console import ConsoleHeaders
 from arvis.console import mount as mount_console
-from arvis.lifecycle.syscalls import PhaseObserver
+from arvis.lifecycle.syscalls import SyscallObserver
 from arvis.mcp.endpoint import McpEndpoint
 
 
 class KernelFactory(Protocol):
-    """Builds the app's kernel at start-up, wiring in the app's phase observer.
+    """Builds the app's kernel at start-up, wiring in the app's metrics as its syscall observer.
 
     :func:`arvis.bootstrap.build_kernel` is one (the default);
     ``functools.partial(build_kernel, settings)`` is one for given settings.
     """
 
-    def __call__(self, *, phase_observer: PhaseObserver) -> Awaitable[Kernel]: ...
+    def __call__(self, *, observer: SyscallObserver) -> Awaitable[Kernel]: ...
 
 
 def create_app(
@@ -57,7 +57,7 @@ def create_app(
     (arvis.api.fastlane; the tests compare the two). ``owns_kernel=False`` leaves
     starting and closing the kernel to the caller (``arvis serve-turn`` starts it
     before it listens and closes it after); such a caller builds the kernel with the
-    phase observer of the ``metrics`` it hands in.
+    ``metrics`` it hands in as its observer.
     """
     factory = kernel_factory or build_kernel
     if max_body_bytes is None or request_timeout_s is None or environment is None:
@@ -70,7 +70,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        kernel = await factory(phase_observer=metrics.observe_phase)
+        kernel = await factory(observer=metrics)
         app.state.kernel = kernel
         try:
             if owns_kernel:
@@ -100,7 +100,7 @@ def create_app(
     mount_console(app)
     # MCP over streamable HTTP (arvis.mcp.server): bodies are bounded JSON like any
     # other, and every answer is one JSON response, so the middlewares below apply.
-    mcp = McpEndpoint(metrics)
+    mcp = McpEndpoint()
     app.router.routes.append(
         Route("/mcp", mcp, methods=["GET", "POST", "DELETE"], include_in_schema=False)
     )

@@ -60,7 +60,7 @@ class SyscallFastLane:
         fields = scope_log_fields(scope)
         fields["key"] = identity.key_id or ""
         try:
-            response = await execute(syscall, identity, state.kernel, state.metrics, fields)
+            response = await execute(syscall, identity, state.kernel, fields)
         except Exception as exc:
             response = error_response(exc)
         await response(scope, onward, send)

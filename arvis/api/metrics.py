@@ -67,11 +67,17 @@ class ApiMetrics:
         self.shadow_disagreements = ShadowDisagreements()
         self.registry.register(self.shadow_disagreements)
 
+    # The lifecycle's SyscallObserver (arvis.lifecycle.syscalls): every syscall is
+    # counted by the handler, whichever entry point (HTTP, its fast lane, /mcp) it took.
+
     def observe_phase(self, phase: str, seconds: float) -> None:
-        """The lifecycle's phase observer: admission, dispatch, journal."""
+        """Admission, dispatch, journal."""
         self.phase_seconds.labels(phase).observe(seconds)
 
     def observe_syscall(self, result: SyscallResult, seconds: float) -> None:
         boundary = result.boundary.value if result.boundary is not None else "none"
         self.syscalls.labels(result.outcome, boundary).inc()
         self.phase_seconds.labels("total").observe(seconds)
+
+    def observe_error(self, code: str) -> None:
+        self.syscall_errors.labels(code).inc()

@@ -17,7 +17,7 @@ from arvis.store.migrate import check_revision
 
 if TYPE_CHECKING:
     from arvis.bootstrap import Kernel
-    from arvis.lifecycle.syscalls import PhaseObserver
+    from arvis.lifecycle.syscalls import SyscallObserver
 
 T = TypeVar("T")
 
@@ -86,7 +86,7 @@ def with_kernel(
     *,
     admits: bool = False,
     settings: Settings | None = None,
-    phase_observer: PhaseObserver | None = None,
+    observer: SyscallObserver | None = None,
 ) -> T:
     """Build a kernel, use it, close it. A command that ``admits`` syscalls first
     claims a lease and settles what earlier lives left (DESIGN §6), like ``serve``,
@@ -97,7 +97,7 @@ def with_kernel(
 
     async def main() -> T:
         try:
-            kernel = await build_kernel(settings, phase_observer=phase_observer)
+            kernel = await build_kernel(settings, observer=observer)
         except ArvisError as exc:
             fail(exc.message)
         try:

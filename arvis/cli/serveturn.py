@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from arvis.api.metrics import ApiMetrics
     from arvis.bootstrap import Kernel
-    from arvis.lifecycle.syscalls import PhaseObserver
+    from arvis.lifecycle.syscalls import SyscallObserver
 
 # After the drain, what is left on the sockets are idle keep-alive connections.
 _CLOSE_CONNECTIONS_S = 1
@@ -67,7 +67,7 @@ def serve_turn(
     ending = with_kernel(
         lambda kernel: _serve(kernel, metrics, host, port),
         settings=settings,
-        phase_observer=metrics.observe_phase,
+        observer=metrics,
     )
     _emit(
         {
@@ -121,7 +121,7 @@ def _server(
     from arvis.api.app import create_app
     from arvis.api.server import ConnectionLimits, ServerConfig
 
-    async def provide(*, phase_observer: PhaseObserver) -> Kernel:
+    async def provide(*, observer: SyscallObserver) -> Kernel:
         return kernel  # built with the observer of ``metrics`` (see serve_turn)
 
     settings = kernel.settings

@@ -30,6 +30,9 @@ class DenialReason(StrEnum):
     APPROVAL_STALE = "approval_stale"
     """The tool definition or the policy changed since the consent was asked."""
     BUDGET_EXCEEDED = "budget_exceeded"
+    PLAN_RETIRED = "plan_retired"
+    """The tool's definition changed (or it left the plan) since an earlier attempt of
+    this decision that may have taken effect: it is not run again under another one."""
 
     @property
     def is_attempt(self) -> bool:
@@ -37,10 +40,11 @@ class DenialReason(StrEnum):
 
         Refusals about the decision itself (policy, schema, consent) are attempts:
         a later retry is admitted afresh. Refusals that apply the retry table, that
-        name another decision, or that turn away another principal's post of a
-        consented decision are not: they must not reset what the table saw (a
-        stranger's refused post after an uncertain outcome must never make the
-        requester's next post look retry-free).
+        name another decision, that turn away another principal's post of a
+        consented decision, or that keep an attempt which may have taken effect from
+        running again under a changed definition are not: they must not reset what
+        the table saw (a stranger's refused post after an uncertain outcome must never
+        make the requester's next post look retry-free).
         """
         return self not in _NOT_ATTEMPTS
 
@@ -51,6 +55,7 @@ _NOT_ATTEMPTS = frozenset(
         DenialReason.RETRY_PROHIBITED_UNCERTAIN,
         DenialReason.CAUSAL_ID_CONFLICT,
         DenialReason.IDENTITY_MISMATCH,
+        DenialReason.PLAN_RETIRED,
     }
 )
 

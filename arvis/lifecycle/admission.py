@@ -3,16 +3,27 @@
 One path for every decision. Python decides on what it knows of the decision's
 history (:meth:`ToolAuthorizationService.decide`); the step's one store
 operation writes it only if that knowledge is still true, and otherwise answers
-so ("stale", "plan_mismatch"). The first round assumes a new decision — the
-common case, admitted in one statement and one commit; a decision with history
-costs one read of it and a second round. The same code decides both rounds.
+so ("stale"). The first round assumes a new decision — the common case, admitted
+in one statement and one commit; a decision with history costs one read of it
+and a second round. The same code decides both rounds.
+
+**Runs and principals.** The statement that first touches a run binds it to the
+principal of the step's sealed context, under the run's lock; every later step of
+another principal is answered "identity_mismatch" and writes nothing. A decision
+with history is decided on the history's ``owner`` too, so another principal
+never receives its recorded result (DESIGN §10).
+
+**Plans.** Every decision is decided under the instance's current plan, and a new
+decision of a run runs with the current definitions (a tool added since the run
+began is usable in it). A decision that has attempts keeps the definition its
+latest attempt was decided under: the retry table reads that one, a recorded
+result stays recorded, and a tool whose definition changed since an attempt that
+may have taken effect is refused ``plan_retired`` before anything is minted.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
-from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -27,25 +38,26 @@ from arvis.domain.ids import (
     ConfirmationId,
     InstanceId,
     IntentId,
-    PlanId,
     RunId,
-    TenantId,
 )
 from arvis.domain.payload import FrozenEffectPayload
 from arvis.domain.states import ConfirmationState
 from arvis.lifecycle.authorization import (
     STALE_REASON,
     AdmissionRequest,
+    AnotherPrincipal,
     AwaitConsent,
     Deduplicated,
+    Earlier,
     InFlight,
     Proceed,
     Refuse,
     ToolAuthorizationService,
     budget_refusal,
+    needs_earlier,
 )
 from arvis.lifecycle.effects import not_dispatched
-from arvis.lifecycle.errors import AttemptInFlight, InvalidReceipt
+from arvis.lifecycle.errors import AttemptInFlight, InvalidReceipt, RunOfAnotherPrincipal
 from arvis.lifecycle.outbox import IntentOutboxService
 from arvis.lifecycle.ports import (
     NEW_DECISION,
@@ -61,14 +73,9 @@ from arvis.lifecycle.results import ConfirmationRef, Syscall, SyscallResult, res
 from arvis.tools.outcome import DispatchOutcome
 from arvis.tools.plans import PlanLease, ToolPlanSource, lease_plan
 
-log = logging.getLogger(__name__)
-
 # A step decided on stale history is decided again on fresh history; a history
 # that keeps changing under concurrent posts of one decision is a conflict to retry.
 _ROUNDS = 4
-# Runs are bound to a plan for ever, so the binding can be remembered; bounded
-# so a long-lived instance does not grow without limit.
-_REMEMBERED_RUNS = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,11 +102,6 @@ class Admitted:
     """The policy that authorized it and the ids that decided, for its journal entry."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Rebind:
-    plan_id: PlanId
-
-
 class AdmissionService:
     def __init__(
         self,
@@ -117,7 +119,6 @@ class AdmissionService:
         self.outbox = outbox
         self.clock = clock
         self.confirmation_ttl_s = confirmation_ttl_s
-        self._run_plans: OrderedDict[tuple[TenantId, RunId], PlanId] = OrderedDict()
 
     async def admit(
         self,
@@ -127,75 +128,68 @@ class AdmissionService:
         ids: Ids,
         owner: InstanceId,
     ) -> SyscallResult | Admitted:
-        """Admit, refuse, ask for consent or answer the recorded result: one committed step."""
-        run_key = (identity.tenant_id, RunId(syscall.run_id))
-        # Plans are leased before any statement runs: leasing may touch the store.
-        lease: PlanLease | None = await self._lease(self._run_plans.get(run_key), syscall.run_id)
+        """Admit, refuse, ask for consent or answer the recorded result: one committed step.
+
+        Every decision is decided under the current plan; a decision with history
+        keeps what its latest attempt was decided under (:class:`Earlier`): a plan
+        change never makes a decided action new. Raises :class:`RunOfAnotherPrincipal`
+        for a run bound to another principal, having written nothing."""
+        # Leased before any statement runs: leasing may touch the store.
+        lease = await lease_plan(self.plans)
+        request = AdmissionRequest(
+            identity=identity,
+            run_id=RunId(syscall.run_id),
+            causal_id=CausalId(syscall.causal_id),
+            tool=syscall.decision.tool,
+            payload=payload,
+            plan=lease.plan,
+            plan_id=lease.plan.plan_id,
+            instance_id=owner,
+        )
         # The first round assumes a new decision. A declared sink records each intent
         # it is shown, so it is shown only intents decided on the known history.
         history: DecisionHistory | None = NEW_DECISION if self.outbox.sink is None else None
         try:
             for _ in range(_ROUNDS):
-                plan_id = lease.plan.plan_id if lease is not None else self._run_plans[run_key]
-                request = AdmissionRequest(
-                    identity=identity,
-                    run_id=RunId(syscall.run_id),
-                    causal_id=CausalId(syscall.causal_id),
-                    tool=syscall.decision.tool,
-                    payload=payload,
-                    plan=None if lease is None else lease.plan,
-                    plan_id=plan_id,
-                    instance_id=owner,
-                )
                 if history is None:
                     history = await self._history(request)
-                written = await self._write(request, history, lease, ids)
-                if isinstance(written, _Rebind):
-                    self._remember(run_key, written.plan_id)
-                    if lease is not None:
-                        lease.release()
-                    lease = await self._lease(written.plan_id, syscall.run_id)
-                    continue
+                earlier = await self._earlier(request, history)
+                written = await self._write(request, history, earlier, lease, ids)
                 if isinstance(written, DecisionHistory):
                     history = written
                     continue
-                self._remember(run_key, plan_id)
-                if not isinstance(written, Admitted) and lease is not None:
+                if not isinstance(written, Admitted):
                     lease.release()
                 return written
         except BaseException:
-            if lease is not None:
-                lease.release()
-            raise
-        if lease is not None:
             lease.release()
+            raise
+        lease.release()
         raise SerializationConflict("the decision's history kept changing; post it again")
 
-    async def _lease(self, plan_id: PlanId | None, run_id: str) -> PlanLease | None:
-        if plan_id is None:
-            return await lease_plan(self.plans)
-        try:
-            return await lease_plan(self.plans, plan_id)
-        except Exception as exc:  # refused below as plan_unavailable, never run
-            log.warning("plan %s of run %s unavailable: %s", plan_id, run_id, exc)
+    async def _earlier(self, request: AdmissionRequest, history: DecisionHistory) -> Earlier | None:
+        """The tool's definition under the plan of the decision's latest attempt, when
+        that plan is not the current one and the decision depends on it. Plans are
+        immutable and cached once loaded; one that cannot be loaded stops the syscall
+        (nothing is recorded)."""
+        latest = history.latest
+        if latest is None or latest.plan_id in (None, request.plan_id):
             return None
-
-    def _remember(self, run_key: tuple[TenantId, RunId], plan_id: PlanId) -> None:
-        self._run_plans[run_key] = plan_id
-        self._run_plans.move_to_end(run_key)
-        if len(self._run_plans) > _REMEMBERED_RUNS:
-            self._run_plans.popitem(last=False)
+        if not needs_earlier(history):
+            return None
+        async with await lease_plan(self.plans, latest.plan_id) as plan:
+            return Earlier(plan.definitions.get(request.tool))
 
     async def _write(
         self,
         request: AdmissionRequest,
         history: DecisionHistory,
-        lease: PlanLease | None,
+        earlier: Earlier | None,
+        lease: PlanLease,
         ids: Ids,
-    ) -> SyscallResult | Admitted | DecisionHistory | _Rebind:
-        step = self.authorization.decide(request, history)
+    ) -> SyscallResult | Admitted | DecisionHistory:
+        step = self.authorization.decide(request, history, earlier)
         if isinstance(step, Proceed):
-            assert lease is not None
             return await self._proceed(request, step, lease, ids)
         if isinstance(step, Refuse):
             return await self._refuse(request, step, ids)
@@ -203,6 +197,8 @@ class AdmissionService:
             return await answer_deduplicated(self.store, request, step.position, step.resolution)
         if isinstance(step, InFlight):
             raise AttemptInFlight(request.idempotency_key)
+        if isinstance(step, AnotherPrincipal):
+            raise RunOfAnotherPrincipal(request.run_id)
         return await self._await_consent(request, step, ids)
 
     async def _history(self, request: AdmissionRequest) -> DecisionHistory:
@@ -215,7 +211,7 @@ class AdmissionService:
 
     async def _proceed(
         self, request: AdmissionRequest, step: Proceed, lease: PlanLease, ids: Ids
-    ) -> SyscallResult | Admitted | DecisionHistory | _Rebind:
+    ) -> SyscallResult | Admitted | DecisionHistory:
         snapshot = step.snapshot
         policy = PolicyRecord.model_construct(
             engine=snapshot.policy_engine,
@@ -273,16 +269,15 @@ class AdmissionService:
             # history this attempt was decided on (the store checks it is still that).
             assert answer.budget is not None
             return await self._refuse(request, budget_refusal(step, answer.budget), ids)
-        if answer.status == "plan_mismatch":
-            assert answer.run_plan is not None
-            return _Rebind(answer.run_plan)
+        if answer.status == "identity_mismatch":
+            raise RunOfAnotherPrincipal(request.run_id)
         if answer.status == "receipt_reused":
             raise InvalidReceipt("invalid audit receipt: its durable position was used already")
         return await self._history(request)
 
     async def _refuse(
         self, request: AdmissionRequest, step: Refuse, ids: Ids
-    ) -> SyscallResult | DecisionHistory | _Rebind:
+    ) -> SyscallResult | DecisionHistory:
         append = refusal_append(
             request, step, request.payload.canonical.decode(), ids.recorded_at, ids.intent
         )
@@ -306,19 +301,13 @@ class AdmissionService:
         if answer.status in ("appended", "existing"):
             assert answer.entry is not None
             return result_from_entry(answer.entry)
-        if answer.status == "plan_mismatch":
-            return _Rebind(await self._bound_plan(request))
+        if answer.status == "identity_mismatch":
+            raise RunOfAnotherPrincipal(request.run_id)
         return await self._history(request)
-
-    async def _bound_plan(self, request: AdmissionRequest) -> PlanId:
-        async with self.store.reading() as reads:
-            run = await reads.run(request.identity.tenant_id, request.run_id)
-        assert run is not None
-        return run.plan_id
 
     async def _await_consent(
         self, request: AdmissionRequest, step: AwaitConsent, ids: Ids
-    ) -> SyscallResult | DecisionHistory | _Rebind:
+    ) -> SyscallResult | DecisionHistory:
         if step.existing is not None:
             return _consent_answer(request, step.existing.confirmation_id)
         now = ids.recorded_at
@@ -357,9 +346,8 @@ class AdmissionService:
         )
         if answer.status == "created":
             return _consent_answer(request, record.confirmation_id)
-        if answer.status == "plan_mismatch":
-            assert answer.run_plan is not None
-            return _Rebind(answer.run_plan)
+        if answer.status == "identity_mismatch":
+            raise RunOfAnotherPrincipal(request.run_id)
         return await self._history(request)
 
 

@@ -2,8 +2,10 @@
 
 :meth:`ToolAuthorizationService.decide` is pure: given one admission request
 and what the store knows of the decision's history, it applies DESIGN §4 in a
-fixed order — the causal id's binding, consent bound to its requester, the
-retry table, the tool in the run's plan, the payload against its schema, the
+fixed order — the run bound to its principal (§10), the causal id's binding,
+consent bound to its requester, the retry table (on the definition the latest
+attempt was decided under), a definition changed since an attempt that may have
+taken effect, the tool in the plan, the payload against its schema, the
 sealed context, the policy with its capability and egress gates (on the payload
 in the form the tool acts on, ``ToolPlan.acted_on``), the
 consent gate, and the budgets the call would be charged to — and answers
@@ -103,6 +105,20 @@ class InFlight:
 
 
 @dataclass(frozen=True, slots=True)
+class AnotherPrincipal:
+    """The run is bound to another principal: nothing is decided, nothing written, and
+    nothing of the run is answered (DESIGN §10 "A decision belongs to its principal")."""
+
+
+@dataclass(frozen=True, slots=True)
+class Earlier:
+    """The tool's definition in the plan the decision's latest attempt was decided
+    under, when that is not the request's plan (None: the tool was not in it)."""
+
+    definition: ToolDefinition | None
+
+
+@dataclass(frozen=True, slots=True)
 class AwaitConsent:
     context: AuthorizedEffectContext
     existing: ConfirmationRecord | None
@@ -117,7 +133,7 @@ STALE_REASON = "approval_stale"
 """The decision reason of a confirmation expired because it went stale."""
 
 
-AuthorizationStep = Proceed | Refuse | Deduplicated | InFlight | AwaitConsent
+AuthorizationStep = Proceed | Refuse | Deduplicated | InFlight | AwaitConsent | AnotherPrincipal
 """The authorization outcome of DESIGN §1 (``Proceed`` carries the sealed snapshot,
 ``Refuse`` the typed denial), with the retry table's answers that decide nothing anew."""
 
@@ -129,10 +145,25 @@ class ToolAuthorizationService:
         self.budgets = budgets or Budgets()
         self._schemas = PayloadValidator()
 
-    def decide(self, request: AdmissionRequest, history: DecisionHistory) -> AuthorizationStep:
+    def decide(
+        self,
+        request: AdmissionRequest,
+        history: DecisionHistory,
+        earlier: Earlier | None = None,
+    ) -> AuthorizationStep:
+        """One step for ``request`` on ``history``. ``earlier``: the decision's latest
+        attempt was decided under another plan than ``request.plan`` (a plan change
+        since): the retry table reads that attempt's definition, and a tool whose
+        definition changed since an attempt that may have taken effect is refused
+        (``plan_retired``), never run again under another definition."""
         identity = request.identity
         key = request.idempotency_key
         definition = None if request.plan is None else request.plan.definitions.get(request.tool)
+
+        # A run is bound to the principal that opened it: another principal learns
+        # nothing of it (not its causal ids, consent or results) and writes nothing.
+        if history.owner is not None and history.owner != identity.principal_id:
+            return AnotherPrincipal()
 
         def refuse(reason: DenialReason, detail: str, **policy: Any) -> Refuse:
             denial = DenialSnapshot(
@@ -158,13 +189,20 @@ class ToolAuthorizationService:
                 "consent for this action was asked by another principal; only that "
                 "principal may proceed under it",
             )
-        earlier = _apply_retry_table(history, definition)
-        if earlier is not None:
-            if isinstance(earlier, DenialReason):
-                return refuse(earlier, _RETRY_DETAILS[earlier])
-            return earlier
+        decided_under = definition if earlier is None else earlier.definition
+        table = _apply_retry_table(history, decided_under)
+        if table is not None:
+            if isinstance(table, DenialReason):
+                return refuse(table, _RETRY_DETAILS[table])
+            return table
         if request.plan is None:
             return refuse(DenialReason.PLAN_UNAVAILABLE, "the run's tool plan is not available")
+        if (
+            earlier is not None
+            and _may_have_taken_effect(history)
+            and not _same(earlier.definition, definition)
+        ):
+            return refuse(DenialReason.PLAN_RETIRED, _PLAN_RETIRED_DETAIL)
         if definition is None:
             return refuse(DenialReason.UNKNOWN_TOOL, f"tool {request.tool!r} is not in the plan")
         problem = self.schema_problem(definition, request.payload.value)
@@ -368,6 +406,44 @@ def _apply_retry_table(
     return DenialReason.RETRY_PROHIBITED_UNCERTAIN
 
 
+def needs_earlier(history: DecisionHistory) -> bool:
+    """Whether :meth:`ToolAuthorizationService.decide` reads the definition the latest
+    attempt ran under: the retry table's verdict depends on it (an uncertain outcome
+    nobody resolved), or it may let a new attempt follow one that may have taken
+    effect (a failure with retry advice). A record, a refusal, or an attempt that
+    provably never ran is decided without it."""
+    latest = history.latest
+    if latest is None:
+        return False
+    if latest.boundary is EffectBoundary.EFFECT_FAILED:
+        return latest.retryable
+    return latest.boundary in _UNCERTAIN and latest.resolved is None
+
+
+_UNCERTAIN = (EffectBoundary.EFFECT_STARTED, EffectBoundary.EFFECT_STATE_UNKNOWN)
+
+
+def _may_have_taken_effect(history: DecisionHistory) -> bool:
+    """The latest attempt (which the retry table let go again) may have had an effect:
+    it failed with retry advice, or its outcome is uncertain and nobody resolved it as
+    not started."""
+    latest = history.latest
+    return (
+        latest is not None
+        and not latest.boundary.retry_is_free
+        and latest.resolved is not EffectBoundary.EFFECT_NOT_STARTED
+    )
+
+
+def _same(before: ToolDefinition | None, now: ToolDefinition | None) -> bool:
+    return before is not None and now is not None and before.fingerprint == now.fingerprint
+
+
+_PLAN_RETIRED_DETAIL = (
+    "the tool's definition changed (or the tool left the plan) since an earlier attempt of "
+    "this decision, which may have taken effect: it is not run again under another "
+    "definition; reconcile by hand, then decide again under a new causal id"
+)
 _RETRY_DETAILS = {
     DenialReason.RETRY_NOT_ADVISED: "the previous attempt failed and the tool did not advise retry",
     DenialReason.RETRY_PROHIBITED_UNCERTAIN: (

@@ -27,6 +27,28 @@ class IdentityRefused(ArvisError):
     code = "unauthenticated"
 
 
+class RunOfAnotherPrincipal(ArvisError):
+    """The run is bound to another principal of the tenant (DESIGN §10 "A decision
+    belongs to its principal"): its syscalls and its results are that principal's.
+    Nothing was recorded."""
+
+    code = "identity_mismatch"
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(
+            f"run {run_id!r} belongs to another principal; nothing was recorded. "
+            "Use a run of your own"
+        )
+        self.run_id = run_id
+
+
+class RunNotServed(ArvisError):
+    """This instance serves one turn's run (``arvis serve-turn RUN``) and the syscall
+    names another; nothing was recorded. Send it to that run's instance."""
+
+    code = "run_not_served"
+
+
 class AuditSinkFailure(ArvisError):
     """The audit sink raised or answered an invalid receipt: nothing was run."""
 

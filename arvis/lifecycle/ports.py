@@ -51,6 +51,9 @@ class RunRecord:
     journal_length: int
     journal_head: str
     audit_incomplete: bool
+    principal_id: str | None = None
+    """The principal the run is bound to (revision 0010; None: a run from before it
+    that recorded no principal anywhere, bound by its next syscall)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +159,8 @@ class LatestAttempt:
     resolved: EffectBoundary | None = None
     """What a resolution says the attempt did, when it was uncertain and resolved."""
     resolution_position: int | None = None
+    plan_id: PlanId | None = None
+    """The plan the attempt was decided under (its tool's definition is that plan's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +175,9 @@ class DecisionHistory:
     confirmation: ConfirmationRecord | None
     read_at: datetime | None = None
     """The database's clock when this was read: expiry is judged by it too."""
+    owner: str | None = None
+    """The principal the run is bound to (None: no such run yet, or a run from before
+    revision 0010 not bound yet). A run's binding never changes once made."""
 
     @property
     def next_attempt(self) -> int:
@@ -231,7 +239,12 @@ class Admission:
 
 
 AdmitStatus = Literal[
-    "admitted", "stale", "plan_mismatch", "causal_conflict", "receipt_reused", "budget_exceeded"
+    "admitted",
+    "stale",
+    "identity_mismatch",
+    "causal_conflict",
+    "receipt_reused",
+    "budget_exceeded",
 ]
 
 
@@ -246,7 +259,8 @@ class AdmitAnswer:
 
 @dataclass(frozen=True, slots=True)
 class Binding:
-    """Bind the run (to ``plan_id``) and its causal id (to this decision) first."""
+    """Bind the run (a new one to ``plan_id`` and to the principal the step is for) and
+    its causal id (to this decision) first."""
 
     plan_id: PlanId | None
     tool: str
@@ -291,7 +305,7 @@ class JournalAppend:
 
 
 AppendStatus = Literal[
-    "appended", "existing", "conflict", "stale", "causal_conflict", "plan_mismatch"
+    "appended", "existing", "conflict", "stale", "causal_conflict", "identity_mismatch"
 ]
 
 
@@ -309,7 +323,7 @@ class ConsentRequest:
     payload_text: str
 
 
-ConsentStatus = Literal["created", "existing", "plan_mismatch", "causal_conflict"]
+ConsentStatus = Literal["created", "existing", "identity_mismatch", "causal_conflict"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from arvis.domain.identity import Identity
 from arvis.domain.ids import RunId, TenantId
 from arvis.lifecycle import journal
-from arvis.lifecycle.errors import ChainBroken, NotFound
+from arvis.lifecycle.errors import ChainBroken, NotFound, RunOfAnotherPrincipal
 from arvis.lifecycle.journal import VerifyReport
 from arvis.lifecycle.ports import ChainRow, JournalEntry, LifecycleStore, RunSummary
 from arvis.lifecycle.results import SyscallResult, result_from_entry
@@ -114,9 +115,19 @@ class ReplayService:
         self.store = store
 
     async def replay_page(
-        self, tenant_id: TenantId, run_id: RunId, after: int = 0, limit: int = 100
+        self,
+        tenant_id: TenantId,
+        run_id: RunId,
+        after: int = 0,
+        limit: int = 100,
+        *,
+        reader: Identity | None = None,
     ) -> ReplayPage:
-        """One page of the recorded results, after the causal id first seen at ``after``."""
+        """One page of the recorded results, after the causal id first seen at ``after``.
+
+        ``reader``: who asks (None: an operator, who reads every run); see
+        :meth:`may_read`."""
+        await self.may_read(tenant_id, run_id, reader)
         collector = _Collector(tenant_id, run_id, after, min(limit, MAX_REPLAY_PAGE))
         audit_incomplete = await self._collect(collector)
         last_first_seen = max((first for first, _ in collector.page.values()), default=None)
@@ -128,15 +139,30 @@ class ReplayService:
             next_after=last_first_seen if collector.more else None,
         )
 
-    async def replay(self, tenant_id: TenantId, run_id: RunId) -> list[SyscallResult]:
+    async def replay(
+        self, tenant_id: TenantId, run_id: RunId, *, reader: Identity | None = None
+    ) -> list[SyscallResult]:
         """Every recorded result of the run, verified, in causal order (in-process
         callers; the HTTP route pages)."""
+        await self.may_read(tenant_id, run_id, reader)
         collector = _Collector(tenant_id, run_id, 0, None)
         audit_incomplete = await self._collect(collector)
         return [
             result_from_entry(e, audit_incomplete=audit_incomplete, resolution=r)
             for e, r in collector.entries()
         ]
+
+    async def may_read(self, tenant_id: TenantId, run_id: RunId, reader: Identity | None) -> None:
+        """Raise :class:`RunOfAnotherPrincipal` unless ``reader`` may read the run: an
+        auditor (or admin) reads every run of its tenant, an agent only the runs bound
+        to its own principal (DESIGN §10). A run bound to nobody yet (from before
+        revision 0010, with nothing recorded of a principal) is anyone's to read."""
+        if reader is None or reader.has_role("auditor"):
+            return
+        async with self.store.reading() as reads:
+            run = await reads.run(tenant_id, run_id)
+        if run is not None and run.principal_id not in (None, reader.principal_id):
+            raise RunOfAnotherPrincipal(run_id)
 
     async def _collect(self, collector: _Collector) -> bool:
         """Walk the chain into ``collector``; answer the run's audit-incomplete flag."""

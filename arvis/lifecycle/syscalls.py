@@ -10,6 +10,13 @@ Only a process holding a live lease admits (DESIGN §6). Admission and the
 journal step each run to completion even when the caller is cancelled: an
 admitted attempt always ends journaled (``EFFECT_NOT_STARTED`` when the tool
 never ran), never as an intent stuck in a live process.
+
+**The one edge** (DESIGN §10). HTTP, its fast lane, ``/mcp`` and the CLI only
+translate their request into a :class:`Syscall`; every check that is not
+translation is made here, once, for all of them: the run a per-turn instance
+serves, the identity's method, a derived run id of another principal, and what
+each entry point records of a syscall (the :class:`SyscallObserver`'s metrics,
+the caller's log fields).
 """
 
 from __future__ import annotations
@@ -18,19 +25,25 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol, TypeVar
 
 from arvis.domain.clock import Clock
+from arvis.domain.errors import ArvisError
 from arvis.domain.identity import Identity
 from arvis.domain.ids import CapabilityId, ConfirmationId, InstanceId, IntentId
 from arvis.domain.payload import freeze_payload
 from arvis.lifecycle.admission import AdmissionService, Admitted, Ids
 from arvis.lifecycle.effects import EffectDispatcher, not_dispatched
-from arvis.lifecycle.errors import IdentityRefused, ShuttingDown
+from arvis.lifecycle.errors import (
+    IdentityRefused,
+    RunNotServed,
+    RunOfAnotherPrincipal,
+    ShuttingDown,
+)
 from arvis.lifecycle.lease import InstanceLease
-from arvis.lifecycle.results import Syscall, SyscallResult
+from arvis.lifecycle.results import Syscall, SyscallResult, reserved_for_another
 from arvis.lifecycle.retry import retry_transaction
 from arvis.lifecycle.settlement import Settlement
 
@@ -45,8 +58,23 @@ _CANCELLED_BEFORE_DISPATCH = not_dispatched(
     "dispatch_cancelled", "the call was cancelled before the tool ran; nothing ran"
 )
 
-PhaseObserver = Callable[[str, float], None]
-"""Called with ("admission" | "dispatch" | "journal", seconds) after each phase."""
+
+class SyscallObserver(Protocol):
+    """What every syscall is counted by, whichever entry point it came through (the
+    served app's metrics, ``arvis.api.metrics``). No method may block; one that raises
+    is logged, never fails the syscall."""
+
+    def observe_phase(self, phase: str, seconds: float) -> None:
+        """After each phase: ``admission``, ``dispatch`` or ``journal``."""
+        ...
+
+    def observe_syscall(self, result: SyscallResult, seconds: float) -> None:
+        """The syscall answered ``result`` after ``seconds`` in all."""
+        ...
+
+    def observe_error(self, code: str) -> None:
+        """The syscall ended in the error of this code (nothing was answered)."""
+        ...
 
 
 class SyscallSpan(Protocol):
@@ -94,8 +122,9 @@ class SyscallHandler:
         lease: InstanceLease,
         clock: Clock,
         production: bool = False,
-        phase_observer: PhaseObserver | None = None,
+        observer: SyscallObserver | None = None,
         tracer: SyscallTracer | None = None,
+        served_run: str | None = None,
     ) -> None:
         self.admission = admission
         self.effects = effects
@@ -103,33 +132,66 @@ class SyscallHandler:
         self.lease = lease
         self.clock = clock
         self.production = production
-        self.phase_observer = phase_observer
+        self.observer = observer
         self.tracer = tracer
+        self.served_run = served_run
+        """A per-turn instance's run (``arvis serve-turn RUN``): the only one it admits."""
         self._admitting = True
         self._in_flight = 0
         self._idle = asyncio.Event()
         self._idle.set()
 
-    async def handle(self, syscall: Syscall, identity: Identity) -> SyscallResult:
+    async def handle(
+        self,
+        syscall: Syscall,
+        identity: Identity,
+        *,
+        log_fields: MutableMapping[str, str] | None = None,
+    ) -> SyscallResult:
         """Govern one ``tool.execute``. Raises only for what is not a governed outcome:
-        a refused identity, a payload that is not JSON, an attempt in flight, no live
-        lease, or an unavailable store or audit sink (in which case nothing ran)."""
-        if self.tracer is None:
-            return await self._handle(syscall, identity, _UNTRACED)
-        with self.tracer.syscall(syscall, identity) as span:
-            result = await self._handle(syscall, identity, span)
-            span.answered(result)
-            return result
+        another run than a per-turn instance serves, a refused identity, a run of
+        another principal, a payload that is not JSON, an attempt in flight, no live
+        lease, or an unavailable store or audit sink (in which case nothing ran).
+
+        ``log_fields``: the caller's log line of this request (the access log's), to
+        which the syscall adds its run id, causal id and outcome."""
+        if log_fields is not None:
+            log_fields["run_id"], log_fields["causal_id"] = syscall.run_id, syscall.causal_id
+        started = time.perf_counter()
+        try:
+            if self.tracer is None:
+                result = await self._handle(syscall, identity, _UNTRACED)
+            else:
+                with self.tracer.syscall(syscall, identity) as span:
+                    result = await self._handle(syscall, identity, span)
+                    span.answered(result)
+        except ArvisError as exc:
+            code = exc.code
+            self._safely(lambda observer: observer.observe_error(code))
+            if log_fields is not None:
+                log_fields["problem"] = exc.code
+            raise
+        elapsed = time.perf_counter() - started
+        self._safely(lambda observer: observer.observe_syscall(result, elapsed))
+        if log_fields is not None:
+            log_fields["outcome"] = result.outcome
+        return result
 
     async def _handle(
         self, syscall: Syscall, identity: Identity, span: SyscallSpan
     ) -> SyscallResult:
+        if self.served_run is not None and syscall.run_id != self.served_run:
+            raise RunNotServed(f"this instance serves the turn of run {self.served_run!r} only")
         if not self._admitting:
             raise ShuttingDown("this instance is shutting down; retry on another instance")
         if self.production and identity.method != "api_key":
             raise IdentityRefused(
                 f"{identity.method} identities are refused when ARVIS_ENV=production"
             )
+        if reserved_for_another(syscall.run_id, identity.principal_id):
+            # A derived run id names its principal's run even before that run exists:
+            # taking it first would bind it, and lock its principal out.
+            raise RunOfAnotherPrincipal(syscall.run_id)
         payload = freeze_payload(syscall.decision.payload)
         owner = InstanceId(self.lease.require())
         ids = Ids(
@@ -213,11 +275,14 @@ class SyscallHandler:
             await self.settlement.settle(step, _CANCELLED_BEFORE_DISPATCH)
 
     def _observe(self, phase: str, seconds: float) -> None:
-        if self.phase_observer is not None:
+        self._safely(lambda observer: observer.observe_phase(phase, seconds))
+
+    def _safely(self, tell: Callable[[SyscallObserver], None]) -> None:
+        if self.observer is not None:
             try:
-                self.phase_observer(phase, seconds)
+                tell(self.observer)
             except Exception:  # telemetry must never fail a syscall
-                log.exception("phase observer failed")
+                log.exception("syscall observer failed")
 
     def stop_admitting(self) -> None:
         """Refuse new syscalls from now on (graceful shutdown, first step)."""

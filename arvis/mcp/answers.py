@@ -3,8 +3,9 @@
 ``executed`` / ``deduplicated`` with a completed value: a ``CallToolResult``
 with the value as ``structuredContent`` and as JSON text. A problem, a refusal,
 a consent request or an uncertain boundary: ``isError: true`` and text saying
-what happened and what to do next. Every answer carries the same ``_meta``
-(:func:`answer_meta`).
+what happened and what to do next. An uncertain outcome someone resolved answers
+what the resolution says (completed: not an error). Every answer carries the same
+``_meta`` keys (:func:`answer_meta`), each present, ``null`` where it does not apply.
 """
 
 from __future__ import annotations
@@ -39,8 +40,12 @@ _NEXT_STEP = {
 
 
 def answer_meta(result: SyscallResult) -> dict[str, Any]:
-    """The ``arvis.dev/*`` keys every answer carries (null where a value does not apply)."""
-    meta: dict[str, Any] = {
+    """The ``arvis.dev/*`` keys every answer carries: all of them, always, ``null`` where
+    a value does not apply (``audit_incomplete`` is always a boolean)."""
+    problem = result.problem or {}
+    code = problem.get("code")
+    resolution = result.resolution
+    return {
         keys.OUTCOME: result.outcome,
         keys.BOUNDARY: None if result.boundary is None else result.boundary.value,
         keys.IDEMPOTENCY_KEY: result.idempotency_key,
@@ -48,21 +53,50 @@ def answer_meta(result: SyscallResult) -> dict[str, Any]:
         keys.ATTEMPT: result.attempt,
         keys.RUN_ID: result.run_id,
         keys.CAUSAL_ID: result.causal_id,
+        keys.REASON: result.reason,
+        keys.PROBLEM: code if isinstance(code, str) else None,
+        keys.CONFIRMATION_ID: None if result.confirmation is None else result.confirmation.id,
+        keys.AUDIT_INCOMPLETE: result.audit_incomplete,
+        keys.RESOLUTION: None
+        if resolution is None
+        else {
+            "boundary": resolution.boundary.value,
+            "position": resolution.position,
+            "resolved_by": resolution.resolved_by,
+        },
     }
-    if result.reason is not None:
-        meta[keys.REASON] = result.reason
-    if result.problem is not None and isinstance(result.problem.get("code"), str):
-        meta[keys.PROBLEM] = result.problem["code"]
-    if result.confirmation is not None:
-        meta[keys.CONFIRMATION_ID] = result.confirmation.id
-    if result.audit_incomplete:
-        meta[keys.AUDIT_INCOMPLETE] = True
+
+
+def empty_meta(**values: Any) -> dict[str, Any]:
+    """Every ``arvis.dev/*`` key of :func:`answer_meta`, ``null``, but for ``values``
+    (keyed by the constants of :mod:`arvis.mcp.meta`)."""
+    meta: dict[str, Any] = dict.fromkeys(_ANSWER_KEYS)
+    meta[keys.AUDIT_INCOMPLETE] = False
+    meta.update(values)
     return meta
+
+
+_ANSWER_KEYS = (
+    keys.OUTCOME,
+    keys.BOUNDARY,
+    keys.IDEMPOTENCY_KEY,
+    keys.JOURNAL_POSITION,
+    keys.ATTEMPT,
+    keys.RUN_ID,
+    keys.CAUSAL_ID,
+    keys.REASON,
+    keys.PROBLEM,
+    keys.CONFIRMATION_ID,
+    keys.AUDIT_INCOMPLETE,
+    keys.RESOLUTION,
+)
 
 
 def call_result(result: SyscallResult, *, tool: str, protocol_version: str) -> types.CallToolResult:
     """Any answer but a consent request (see :func:`consent_result`)."""
     meta = answer_meta(result)
+    if result.resolution is not None:
+        return _resolved(result, meta, tool, protocol_version)
     completed = result.boundary is EffectBoundary.EFFECT_COMPLETED and result.problem is None
     if result.outcome in ("executed", "deduplicated") and completed:
         note = _AUDIT_INCOMPLETE if result.audit_incomplete else ""
@@ -85,9 +119,10 @@ def consent_result(
     """Consent required, for a client that cannot be sent to the approval."""
     assert result.confirmation is not None
     text = (
-        f"This call of {tool} needs consent before it runs; nothing ran. {approver} must "
-        f"approve confirmation {result.confirmation.id} ({approval_url}). Once it is "
-        "approved, make exactly the same call again: it then runs once."
+        f"This call of {tool} needs consent before it runs; nothing ran. "
+        f"{_sentence(approver)} must approve confirmation {result.confirmation.id} "
+        f"({approval_url}). Once it is approved, make exactly the same call again: it then "
+        "runs once."
     )
     return types.CallToolResult(
         content=[types.TextContent(text=text)], is_error=True, _meta=answer_meta(result)
@@ -120,6 +155,44 @@ def declined_result(
     )
     return types.CallToolResult(
         content=[types.TextContent(text=text)], is_error=True, _meta=result_meta
+    )
+
+
+def _sentence(clause: str) -> str:
+    """``clause`` as the start of a sentence."""
+    return clause[:1].upper() + clause[1:]
+
+
+_RESOLVED_AS = {
+    EffectBoundary.EFFECT_COMPLETED: (
+        "completed. It is not run again: this is its recorded outcome, and the same call "
+        "answers it again."
+    ),
+    EffectBoundary.EFFECT_FAILED: (
+        "failed. Do not make the same call again: ARVIS refuses a retry the tool did not advise."
+    ),
+    EffectBoundary.EFFECT_NOT_STARTED: "not started: the same call may be made again.",
+}
+
+
+def _resolved(
+    result: SyscallResult, meta: dict[str, Any], tool: str, protocol_version: str
+) -> types.CallToolResult:
+    """The record of an uncertain attempt with the resolution that settled it: what
+    the resolution says happened, not the uncertainty it settled."""
+    resolution = result.resolution
+    assert resolution is not None
+    completed = resolution.boundary is EffectBoundary.EFFECT_COMPLETED
+    text = (
+        f"An earlier call of {tool} had an uncertain outcome; {resolution.resolved_by} "
+        f"resolved it as {_RESOLVED_AS[resolution.boundary]} Evidence: {resolution.evidence}"
+    )
+    if result.audit_incomplete:
+        text += " " + _AUDIT_INCOMPLETE
+    if result.result is not None:
+        return _with_value(result.result, meta, protocol_version, is_error=not completed, note=text)
+    return types.CallToolResult(
+        content=[types.TextContent(text=text)], is_error=not completed, _meta=meta
     )
 
 

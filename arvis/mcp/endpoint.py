@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 from starlette.types import Receive, Scope, Send
 
 from arvis.api.identity import Unauthenticated, authenticate, scope_log_fields
-from arvis.api.metrics import ApiMetrics
 from arvis.api.problems import error_response, problem
 
 if TYPE_CHECKING:
@@ -33,8 +32,7 @@ if TYPE_CHECKING:
 class McpEndpoint:
     """ASGI endpoint for ``/mcp``; answers 503 outside :meth:`serving`."""
 
-    def __init__(self, metrics: ApiMetrics | None = None) -> None:
-        self._metrics = metrics
+    def __init__(self) -> None:
         self._kernel: Kernel | None = None
         self._gateway: McpGateway | None = None
         self._stack: AsyncExitStack | None = None
@@ -82,7 +80,7 @@ class McpEndpoint:
         async with self._loading:
             if self._gateway is None:
                 server = await asyncio.to_thread(importlib.import_module, "arvis.mcp.server")
-                gateway: McpGateway = server.McpGateway(self._metrics)
+                gateway: McpGateway = server.McpGateway()
                 await self._stack.enter_async_context(gateway.running(kernel))
                 self._gateway = gateway
             return self._gateway

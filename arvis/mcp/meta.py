@@ -5,9 +5,12 @@ Both come from the request's ``_meta`` (``arvis.dev/run_id``,
 ``arvis.dev/causal_id``), else from the headers ``ARVIS-Run-Id`` /
 ``ARVIS-Causal-Id``, else from these defaults (docs/mcp.md):
 
-- run id ``mcp-<key id>-<first 12 hex of the plan id>``: one run per API key
-  and tool plan, so a generic client's journal is found by its key, and a
-  changed plan starts a new run instead of refusing the run's changed tools;
+- run id ``mcp:<principal id>`` (:func:`arvis.lifecycle.results.principal_run_id`):
+  one run per principal, whatever its key (keys rotate) or the tool plan (a plan
+  change must never make a decided action new, DESIGN §10). The ``mcp:`` namespace
+  is reserved: a syscall naming another principal's derived run is refused by the
+  handler, so nobody can open (and so bind) it first. On a per-turn instance
+  (``arvis serve-turn RUN``) the default run is the turn's;
 - causal id, for a tool that may change something (or is not in the plan),
   ``<tool>:<first 40 hex of the payload digest>``: the same call is the same
   decision, so a retry, or the call after an approval, resumes it and a
@@ -38,9 +41,8 @@ from typing import Any
 
 from arvis.domain.definitions import ToolDefinition
 from arvis.domain.identity import Identity
-from arvis.domain.ids import PlanId
 from arvis.domain.payload import FrozenEffectPayload
-from arvis.lifecycle.results import ID_PATTERN
+from arvis.lifecycle.results import ID_PATTERN, principal_run_id
 
 PREFIX = "arvis.dev/"
 RUN_ID = PREFIX + "run_id"
@@ -54,6 +56,8 @@ REASON = PREFIX + "reason"
 CONFIRMATION_ID = PREFIX + "confirmation_id"
 AUDIT_INCOMPLETE = PREFIX + "audit_incomplete"
 PROBLEM = PREFIX + "problem"
+RESOLUTION = PREFIX + "resolution"
+"""An uncertain attempt someone resolved: ``{boundary, position, resolved_by}``."""
 CALL_ID = PREFIX + "call_id"
 APPROVAL = PREFIX + "approval"
 """The key of the approval in an ``input_required`` answer's ``inputRequests``."""
@@ -136,9 +140,9 @@ def trace_context(meta: Mapping[str, Any] | None) -> tuple[object, object] | Non
     return meta.get(TRACEPARENT), meta.get(TRACESTATE)
 
 
-def default_run_id(identity: Identity, plan_id: PlanId) -> str:
-    owner = identity.key_id or f"p{uuid.uuid5(uuid.NAMESPACE_URL, identity.principal_id).hex}"
-    return f"mcp-{owner}-{plan_id[:12]}"
+def default_run_id(identity: Identity, served_run: str | None = None) -> str:
+    """The run of a call that names none: the per-turn instance's, else the principal's."""
+    return served_run or principal_run_id(identity.principal_id)
 
 
 def default_causal_id(

@@ -14,7 +14,6 @@ worker or instance can answer it, and nothing here outlives a request.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from typing import Any
@@ -30,7 +29,6 @@ from starlette.types import Receive, Scope, Send
 
 from arvis import __version__
 from arvis.api.identity import scope_log_fields
-from arvis.api.metrics import ApiMetrics
 from arvis.api.problems import problem
 from arvis.bootstrap import Kernel
 from arvis.domain.authorization import DenialReason
@@ -41,6 +39,7 @@ from arvis.domain.idempotency import derive_idempotency_key
 from arvis.domain.identity import Identity
 from arvis.domain.ids import CausalId, RunId
 from arvis.domain.payload import FrozenEffectPayload, freeze_payload
+from arvis.lifecycle.notify import NotifyConfig
 from arvis.lifecycle.results import Syscall, SyscallResult
 from arvis.mcp import meta as keys
 from arvis.mcp.answers import (
@@ -49,6 +48,7 @@ from arvis.mcp.answers import (
     consent_request,
     consent_result,
     declined_result,
+    empty_meta,
 )
 from arvis.mcp.meta import (
     InvalidIds,
@@ -67,10 +67,21 @@ INSTRUCTIONS = (
 )
 
 
-def approval_url(request: Request, confirmation_id: str) -> str:
+def approval_url(base_url: str, confirmation_id: str) -> str:
     """Where an approver acts on a confirmation: the console's page for it, which a person
-    can open (the API's approve route is a POST for programs)."""
-    return f"{str(request.base_url).rstrip('/')}/console/confirmations/{confirmation_id}"
+    can open (the API's approve route is a POST for programs). ``base_url`` is the
+    deployment's public address as configured (``[notify] base_url``), never one a
+    request's ``Host`` header says: a link a model shows a person must point where the
+    operator said."""
+    return f"{base_url.rstrip('/')}/console/confirmations/{confirmation_id}"
+
+
+def public_url(kernel: Kernel) -> str:
+    """The deployment's public address: ``[notify] base_url`` (its default,
+    ``http://localhost:8000``, is the quick start's own)."""
+    if kernel.deliverer is not None:
+        return kernel.deliverer.notifications.config.base_url
+    return NotifyConfig().base_url
 
 
 def mcp_tool(definition: ToolDefinition) -> types.Tool:
@@ -92,8 +103,7 @@ def mcp_tool(definition: ToolDefinition) -> types.Tool:
 class McpGateway:
     """MCP for one kernel: :meth:`running` must surround :meth:`handle`."""
 
-    def __init__(self, metrics: ApiMetrics | None = None) -> None:
-        self._metrics = metrics
+    def __init__(self) -> None:
         self._kernel: Kernel | None = None
         self.server: Server[Any] = Server(
             "arvis",
@@ -177,7 +187,7 @@ class McpGateway:
             payload = freeze_payload(arguments)
         except PayloadError as exc:
             raise MCPError(code=types.INVALID_PARAMS, message=f"arguments: {exc.message}") from None
-        plan = kernel.lifecycle.plans.current
+        definition = kernel.lifecycle.plans.current.definitions.get(tool)
         try:
             run_id, causal_id, pending = _named_ids(params, request, tool, payload)
         except InvalidIds as exc:
@@ -188,8 +198,8 @@ class McpGateway:
                 tool=tool,
                 confirmation_id=pending.confirmation_id,
             )
-        run_id = run_id or default_run_id(identity, plan.plan_id)
-        causal_id = causal_id or default_causal_id(tool, plan.definitions.get(tool), payload)
+        run_id = run_id or default_run_id(identity, kernel.settings.turn_run_id)
+        causal_id = causal_id or default_causal_id(tool, definition, payload)
         try:
             decision = ActionDecision(tool=tool, payload=arguments)
         except ValidationError:
@@ -214,23 +224,17 @@ class McpGateway:
     async def _execute(
         self, syscall: Syscall, identity: Identity, kernel: Kernel, request: Request
     ) -> SyscallResult:
+        """The syscall through the one handler, which checks, counts and logs it; only
+        its errors are translated here."""
         fields = scope_log_fields(request.scope)
-        fields["run_id"], fields["causal_id"] = syscall.run_id, syscall.causal_id
-        started = time.perf_counter()
         try:
-            result = await kernel.lifecycle.handler.handle(syscall, identity)
+            return await kernel.lifecycle.handler.handle(syscall, identity, log_fields=fields)
         except PayloadError as exc:
             raise MCPError(code=types.INVALID_PARAMS, message=f"arguments: {exc.message}") from None
         except ArvisError as exc:
-            if self._metrics is not None:
-                self._metrics.syscall_errors.labels(exc.code).inc()
             raise MCPError(
                 code=types.INTERNAL_ERROR, message=exc.message, data={"code": exc.code}
             ) from None
-        if self._metrics is not None:
-            self._metrics.observe_syscall(result, time.perf_counter() - started)
-        fields["outcome"] = result.outcome
-        return result
 
     def _consent(
         self,
@@ -243,7 +247,7 @@ class McpGateway:
         payload: FrozenEffectPayload,
     ) -> types.CallToolResult | types.InputRequiredResult:
         assert result.confirmation is not None
-        url = approval_url(request, result.confirmation.id)
+        url = approval_url(public_url(kernel), result.confirmation.id)
         approver = f"a principal with the approver role in tenant {identity.tenant_id!r}"
         if not kernel.lifecycle.manager.allow_self_approval:
             approver += " other than you"
@@ -330,13 +334,12 @@ def _pending_meta(
         pending.tool,
         payload.digest,
     )
-    return {
-        keys.OUTCOME: "confirmation_required",
-        keys.BOUNDARY: None,
-        keys.IDEMPOTENCY_KEY: key,
-        keys.JOURNAL_POSITION: None,
-        keys.ATTEMPT: None,
-        keys.RUN_ID: pending.run_id,
-        keys.CAUSAL_ID: pending.causal_id,
-        keys.CONFIRMATION_ID: pending.confirmation_id,
-    }
+    return empty_meta(
+        **{
+            keys.OUTCOME: "confirmation_required",
+            keys.IDEMPOTENCY_KEY: key,
+            keys.RUN_ID: pending.run_id,
+            keys.CAUSAL_ID: pending.causal_id,
+            keys.CONFIRMATION_ID: pending.confirmation_id,
+        }
+    )

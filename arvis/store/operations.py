@@ -363,6 +363,7 @@ class PgOperations:
                 position=row["position"],
                 resolved=None if row["resolved"] is None else EffectBoundary(row["resolved"]),
                 resolution_position=row["resolution_position"],
+                plan_id=row["plan_id"],
             )
         )
         confirmation = (
@@ -379,6 +380,7 @@ class PgOperations:
             in_flight=row["in_flight"],
             confirmation=confirmation,
             read_at=row["read_at"],
+            owner=row["owner"],
         )
 
     async def resolve(self, resolution: Resolution) -> ResolveAnswer:

@@ -25,8 +25,8 @@ from arvis.lifecycle.ports import (
 )
 
 _RUN = (
-    "SELECT tenant_id, run_id, plan_id, journal_length, journal_head, audit_incomplete"
-    " FROM runs WHERE tenant_id = %s AND run_id = %s"
+    "SELECT tenant_id, run_id, plan_id, journal_length, journal_head, audit_incomplete,"
+    " principal_id FROM runs WHERE tenant_id = %s AND run_id = %s"
 )
 _ENTRY_COLUMNS = (
     "tenant_id, run_id, position, kind, causal_id, idempotency_key, attempt, intent_id,"

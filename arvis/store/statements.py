@@ -60,11 +60,17 @@ HISTORY_SQL = (
     " c.definition_fingerprint AS c_definition_fingerprint,"
     " c.policy_digest AS c_policy_digest, c.round AS c_round, c.renewed_at AS c_renewed_at,"
     # Revision 0006: the resolution of the latest attempt, and the database's clock.
-    " rz.boundary AS resolved, rz.position AS resolution_position, now() AS read_at"
+    " rz.boundary AS resolved, rz.position AS resolution_position, now() AS read_at,"
+    # Revision 0010: the run's principal, and the plan the latest attempt was decided
+    # under (entries from before revision 0005 may not say: the run's plan then, since
+    # a run kept its plan for ever before revision 0010).
+    " ru.principal_id AS owner, coalesce(l.plan_id, ru.plan_id) AS plan_id"
     " FROM (SELECT 1) AS one"
-    " LEFT JOIN LATERAL (SELECT attempt, boundary, retryable, position FROM journal_entries"
+    " LEFT JOIN LATERAL (SELECT attempt, boundary, retryable, position,"
+    "   body::jsonb ->> 'plan_id' AS plan_id FROM journal_entries"
     "   WHERE idempotency_key = %(k)s AND tenant_id = %(t)s AND attempt IS NOT NULL"
     "   ORDER BY attempt DESC LIMIT 1) AS l ON true"
+    " LEFT JOIN runs ru ON ru.tenant_id = %(t)s AND ru.run_id = %(r)s"
     " LEFT JOIN confirmations c ON c.idempotency_key = %(k)s AND c.tenant_id = %(t)s"
     " LEFT JOIN resolutions rz ON rz.tenant_id = %(t)s AND rz.idempotency_key = %(k)s"
     "   AND rz.attempt = l.attempt AND rz.boundary IS NOT NULL"

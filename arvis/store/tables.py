@@ -87,6 +87,10 @@ runs = Table(
     Column("audit_incomplete", Boolean, nullable=False, server_default=text("false")),
     Column("audit_incomplete_reason", Text),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    # The principal the run is bound to (revision 0010): its first syscall's. NULL only
+    # for a run from before it that recorded no principal anywhere; its next syscall
+    # binds it. The key of a later binding (an actor beside the principal) goes here too.
+    Column("principal_id", Text),
     PrimaryKeyConstraint("tenant_id", "run_id"),
     ForeignKeyConstraint(["plan_id"], ["tool_plans.plan_id"]),
     _tenant_check(),

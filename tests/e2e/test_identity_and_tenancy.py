@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from arvis.store.database import PgStore
 from arvis.store.keys import PgKeyStore
-from tests.support.http import Api
+from tests.support.cedar import write_policies
+from tests.support.http import Api, serve_api
 
 SYSCALL = {
     "name": "tool.execute",
@@ -107,8 +110,12 @@ async def test_each_route_admits_exactly_its_roles(
 async def test_admin_may_call_every_route(
     api: Api, method: str, path: str, body: Any, roles: set[str]
 ) -> None:
+    # A run is its opener's, though: the admin's syscall on the agent's run-roles is
+    # refused identity_mismatch (and its replay allowed, as for every auditor).
     response = await _call(api, method, path, body, api.auth("acme:admin"))
-    assert response.status_code not in (401, 403), response.text
+    assert response.status_code != 401, response.text
+    if response.status_code == 403:
+        assert (path, response.json()["code"]) == ("/v1/syscalls", "identity_mismatch")
 
 
 async def test_another_tenants_run_journal_verify_and_replay_are_not_found(api: Api) -> None:
@@ -158,3 +165,95 @@ async def test_the_same_run_id_in_two_tenants_is_two_runs(api: Api) -> None:
         "/v1/runs/run-shared/journal", headers=api.auth("globex:auditor")
     )
     assert [e["body"]["result"] for e in journal.json()["entries"]] == [{"who": "globex"}]
+
+
+CEDAR = """
+[policy]
+engine = "cedar"
+policies = "policies/*.cedar"
+"""
+POLICIES = {
+    "main.cedar": (
+        '@id("everyone")\n'
+        "permit (principal, action, resource);\n"
+        '@id("no-writes-for-bob")\n'
+        'forbid (principal == Arvis::Principal::"bob", action,'
+        ' resource == Arvis::Tool::"files.write");\n'
+    )
+}
+
+
+@pytest.fixture(scope="module")
+async def people(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Api]:
+    """A Cedar deployment that forbids bob files.write, with keys for the agents alice
+    and bob of tenant acme (alice has two), besides the usual one per role."""
+    data_dir = write_policies(tmp_path_factory.mktemp("arvis-people"), POLICIES)
+    async with serve_api(database_url, data_dir, config=CEDAR) as served:
+        store = await PgStore.open(database_url)
+        try:
+            keys = PgKeyStore(store.engine)
+            for who, principal in (("alice", "alice"), ("alice:2", "alice"), ("bob", "bob")):
+                _, issued = await keys.create("acme", principal, ["agent"])
+                served.tokens[who] = issued.token
+        finally:
+            await store.close()
+        yield served
+
+
+async def test_another_principal_never_receives_a_runs_result_and_writes_nothing(
+    people: Api, caplog: pytest.LogCaptureFixture
+) -> None:
+    api = people
+    secret = {"path": "alice.txt", "content": "alice's secret"}
+    mine = await api.syscall(
+        "files.write", secret, run_id="run-alice", causal_id="c-1", who="alice"
+    )
+    assert mine.json()["outcome"] == "executed", mine.text
+    journal = api.sql("SELECT position, kind FROM journal_entries WHERE run_id = 'run-alice'")
+
+    # Bob, whom the policy forbids files.write, re-posts her run, causal id and payload.
+    with caplog.at_level("INFO", logger="arvis.access"):
+        theirs = await api.syscall(
+            "files.write", secret, run_id="run-alice", causal_id="c-1", who="bob"
+        )
+    [logged] = [json.loads(r.getMessage()) for r in caplog.records if r.name == "arvis.access"]
+    assert (logged["status"], logged["run_id"], logged["causal_id"]) == (403, "run-alice", "c-1")
+    assert logged["problem"] == "identity_mismatch"
+    # ...and takes a causal id of hers before she does.
+    first = await api.syscall("files.write", secret, run_id="run-alice", causal_id="c-2", who="bob")
+
+    for refused in (theirs, first):
+        _assert_problem(refused, 403, "identity_mismatch")
+        assert "secret" not in refused.text
+    assert api.sql("SELECT position, kind FROM journal_entries WHERE run_id = 'run-alice'") == (
+        journal
+    )
+    assert api.sql("SELECT causal_id FROM decisions WHERE run_id = 'run-alice'") == [("c-1",)]
+    # She is not locked out of c-2, and another key of hers is her.
+    later = await api.syscall(
+        "files.write", secret, run_id="run-alice", causal_id="c-2", who="alice"
+    )
+    assert later.json()["outcome"] == "executed"
+    again = await api.syscall(
+        "files.write", secret, run_id="run-alice", causal_id="c-1", who="alice:2"
+    )
+    assert again.json()["outcome"] == "deduplicated"
+    metrics = await api.client.get("/metrics", headers=api.auth("acme:admin"))
+    assert 'arvis_syscall_errors_total{code="identity_mismatch"} 2.0' in metrics.text
+
+
+async def test_an_agent_replays_only_its_own_runs_and_an_auditor_every_run(people: Api) -> None:
+    api = people
+    done = await api.syscall("echo", {"n": 1}, run_id="run-replayed", causal_id="c", who="alice")
+    assert done.status_code == 200, done.text
+
+    def replay(who: str) -> Any:
+        return api.client.post("/v1/runs/run-replayed/replay", headers=api.auth(who))
+
+    _assert_problem(await replay("bob"), 403, "identity_mismatch")
+    for reader in ("alice", "alice:2", "acme:auditor", "acme:admin"):
+        response = await replay(reader)
+        assert response.status_code == 200, (reader, response.text)
+        assert [r["outcome"] for r in response.json()["results"]] == ["executed"]
+    # Another tenant's reader still learns nothing of it.
+    _assert_problem(await replay("globex:auditor"), 404, "not_found")

@@ -17,16 +17,27 @@ import pytest
 from mcp import MCPError
 from mcp.client.context import ClientRequestContext
 
+from arvis.domain.identity import Role
 from arvis.store.database import PgStore
 from arvis.store.keys import PgKeyStore
+from tests.support import plantools
 from tests.support.mcp_client import Served, meta_of, serve_arvis, text_of
 
 pytestmark = pytest.mark.db
 
 CAUSAL = "arvis.dev/causal_id"
-CONFIG = """
+RUN = "arvis.dev/run_id"
+PUBLIC = "https://arvis.example.test"
+CONFIG = f"""
+[tools]
+factories = ["tests.support.plantools:make_tools"]
+
 [policy.default]
 deny_tools = ["files.read"]
+no_consent_tools = ["plan.unsafe"]
+
+[notify]
+base_url = "{PUBLIC}"
 """
 
 
@@ -114,8 +125,8 @@ async def test_a_read_only_call_runs_once_per_call_and_lands_in_a_journal_the_cl
     assert meta["arvis.dev/outcome"] == "executed"
     assert meta["arvis.dev/boundary"] == "EFFECT_COMPLETED"
     assert meta["arvis.dev/attempt"] == 1
-    key_id = served.tokens["acme:agent"].split("_")[1]
-    assert meta["arvis.dev/run_id"].startswith(f"mcp-{key_id}-")
+    # The principal's run, whatever its key or the plan (docs/mcp.md).
+    assert meta["arvis.dev/run_id"] == "mcp:agent-of-acme"
     # A read has nothing to deduplicate: each call is its own decision.
     assert meta_of(second)["arvis.dev/outcome"] == "executed"
     assert meta_of(second)["arvis.dev/causal_id"] != meta["arvis.dev/causal_id"]
@@ -171,7 +182,7 @@ async def test_consent_with_url_elicitation_sends_the_client_to_the_approval_and
     ) -> types.ElicitResult:
         assert isinstance(params, types.ElicitRequestURLParams)
         asked.append(params)
-        confirmation = params.url.removeprefix(f"{served.url}/console/confirmations/")
+        confirmation = params.url.removeprefix(f"{PUBLIC}/console/confirmations/")
         route = f"/v1/confirmations/{confirmation}/approve"
         response = await served.api("POST", route, "acme:approver")
         assert response.status_code == 200, response.text
@@ -182,7 +193,7 @@ async def test_consent_with_url_elicitation_sends_the_client_to_the_approval_and
         result = await client.call_tool("files.append", arguments)
         repeated = await client.call_tool("files.append", arguments)
     assert len(asked) == 1
-    assert asked[0].url.startswith(f"{served.url}/console/confirmations/cnf_")
+    assert asked[0].url.startswith(f"{PUBLIC}/console/confirmations/cnf_")
     assert result.is_error is False, text_of(result)
     assert meta_of(result)["arvis.dev/outcome"] == "executed"
     assert meta_of(repeated)["arvis.dev/outcome"] == "deduplicated"
@@ -331,6 +342,171 @@ async def test_a_handshake_era_client_gets_the_same_governance(served: Served) -
     assert meta_of(ran)["arvis.dev/outcome"] == "executed"
     assert asked.is_error is True
     assert meta_of(asked)["arvis.dev/outcome"] == "confirmation_required"
+
+
+async def _key(served: Served, who: str, principal: str, *roles: Role) -> None:
+    """One more key of tenant acme, for ``principal``, as ``served.tokens[who]``."""
+    store = await PgStore.open(served.database_url)
+    try:
+        _, issued = await PgKeyStore(store.engine).create(
+            "acme", principal, list(roles or ["agent"])
+        )
+    finally:
+        await store.close()
+    served.tokens[who] = issued.token
+
+
+async def test_the_approval_link_is_the_configured_address_never_the_requests_host(
+    served: Served,
+) -> None:
+    async with served.client(headers={"Host": "evil.example"}) as client:
+        asked = await client.call_tool("files.append", {"path": "host.txt", "line": "x"})
+    confirmation = meta_of(asked)["arvis.dev/confirmation_id"]
+    assert f"{PUBLIC}/console/confirmations/{confirmation}" in text_of(asked)
+    assert "evil.example" not in text_of(asked)
+    # One sentence after another, each starting with a capital.
+    assert "nothing ran. A principal with the approver role" in text_of(asked)
+
+
+async def test_a_default_run_is_its_principals_and_nobody_else_can_take_or_read_it(
+    served: Served,
+) -> None:
+    await _key(served, "alice", "alice")
+    await _key(served, "alice:rotated", "alice")
+    await _key(served, "bob", "bob")
+    arguments = {"path": "alice.txt", "line": "pay 10"}
+    alices = "mcp:alice"  # docs/mcp.md: the default run of principal alice
+    # Bob takes Alice's default run first, and her decision's default causal id with it.
+    async with served.client("bob") as bob:
+        with pytest.raises(MCPError) as squatted:
+            await bob.call_tool("files.append", arguments, meta={RUN: alices})
+    assert squatted.value.error.data == {"code": "identity_mismatch"}
+    posted = await served.api(
+        "POST",
+        "/v1/syscalls",
+        "bob",
+        json={
+            "name": "tool.execute",
+            "run_id": alices,
+            "causal_id": "files.append:x",
+            "decision": {"tool": "files.append", "payload": arguments},
+        },
+    )
+    assert (posted.status_code, posted.json()["code"]) == (403, "identity_mismatch")
+    assert ("acme", alices) not in served.runs()
+
+    # Alice is not locked out: her consent is hers, her call runs once.
+    async with served.client("alice") as alice:
+        asked = await alice.call_tool("files.append", arguments)
+        assert meta_of(asked)[RUN] == alices
+        await served.approve(meta_of(asked)["arvis.dev/confirmation_id"])
+        ran = await alice.call_tool("files.append", arguments)
+    assert meta_of(ran)["arvis.dev/outcome"] == "executed", text_of(ran)
+    # Another key of hers is the same principal: the same run, the recorded result.
+    async with served.client("alice:rotated") as rotated:
+        again = await rotated.call_tool("files.append", arguments)
+    assert meta_of(again)["arvis.dev/outcome"] == "deduplicated"
+    assert meta_of(again)[RUN] == alices
+    assert served.sandbox_text("alice.txt") == "pay 10\n"
+
+    # Her run exists now: Bob can neither post into it nor replay it; an auditor can.
+    async with served.client("bob") as bob:
+        with pytest.raises(MCPError) as refused:
+            await bob.call_tool("files.append", arguments, meta={RUN: alices})
+    assert refused.value.error.data == {"code": "identity_mismatch"}
+    assert "pay 10" not in refused.value.error.message
+    replayed = await served.api("POST", f"/v1/runs/{alices}/replay", "bob")
+    assert (replayed.status_code, replayed.json()["code"]) == (403, "identity_mismatch")
+    assert (await served.api("POST", f"/v1/runs/{alices}/replay", "alice")).status_code == 200
+    assert (
+        await served.api("POST", f"/v1/runs/{alices}/replay", "acme:auditor")
+    ).status_code == 200
+    assert [e["kind"] for e in await served.journal(alices)] == [
+        "confirmation",
+        "execution",
+    ]
+
+
+async def test_an_uncertain_call_resolved_completed_answers_the_resolution(
+    served: Served,
+) -> None:
+    arguments = {"mode": "unknown", "n": 1}
+    async with served.client() as client:
+        uncertain = await client.call_tool("plan.unsafe", arguments)
+        meta = meta_of(uncertain)
+        assert meta["arvis.dev/boundary"] == "EFFECT_STATE_UNKNOWN"
+        assert "Do NOT retry" in text_of(uncertain)
+        route = (
+            f"/v1/runs/{meta[RUN]}/attempts/{meta['arvis.dev/idempotency_key']}/"
+            f"{meta['arvis.dev/attempt']}/resolve"
+        )
+        resolved = await served.api(
+            "POST", route, "acme:approver", json={"as": "completed", "evidence": "ticket 42"}
+        )
+        assert resolved.status_code == 201, resolved.text
+        after = await client.call_tool("plan.unsafe", arguments)
+    assert after.is_error is False, text_of(after)
+    assert meta_of(after)["arvis.dev/outcome"] == "deduplicated"
+    assert meta_of(after)["arvis.dev/resolution"]["boundary"] == "EFFECT_COMPLETED"
+    assert "resolved it as completed" in text_of(after)
+    assert "ticket 42" in text_of(after)
+    assert "Nobody knows" not in text_of(after)
+    assert plantools.calls(served.data_dir / "sandbox", "plan.unsafe") == 1
+
+
+def _plan_config(factory: str) -> str:
+    return f"""
+[tools]
+factories = ["tests.support.plantools:{factory}"]
+
+[policy.default]
+no_consent_tools = ["plan.unsafe"]
+"""
+
+
+async def test_a_plan_change_between_two_starts_keeps_every_decided_action_decided(
+    database_url: str, tmp_path: Path
+) -> None:
+    sandbox = tmp_path / "sandbox"
+    with serve_arvis(database_url, tmp_path, _plan_config("make_tools")) as first:
+        await _key(first, "planner", "planner")
+        async with first.client("planner") as client:
+            uncertain = await client.call_tool("plan.unsafe", {"mode": "unknown"})
+            done = await client.call_tool("plan.unsafe", {"mode": "ok"})
+            failed = await client.call_tool("plan.retry", {"mode": "failed"})
+        token = first.tokens["planner"]
+    assert meta_of(uncertain)["arvis.dev/boundary"] == "EFFECT_STATE_UNKNOWN"
+    assert meta_of(done)["arvis.dev/outcome"] == "executed"
+    assert meta_of(failed)["arvis.dev/boundary"] == "EFFECT_FAILED"
+
+    # The next deployment: one tool added, plan.retry's definition changed.
+    with serve_arvis(database_url, tmp_path, _plan_config("make_tools_changed")) as second:
+        second.tokens["planner"] = token
+        async with second.client("planner") as client:
+            listed = {tool.name for tool in (await client.list_tools()).tools}
+            still_uncertain = await client.call_tool("plan.unsafe", {"mode": "unknown"})
+            still_done = await client.call_tool("plan.unsafe", {"mode": "ok"})
+            changed = await client.call_tool("plan.retry", {"mode": "failed"})
+            added = await client.call_tool("plan.added", {})
+            fresh = await client.call_tool("plan.retry", {"mode": "ok", "n": 2})
+    assert "plan.added" in listed
+    assert meta_of(still_uncertain)["arvis.dev/reason"] == "retry_prohibited_uncertain"
+    assert meta_of(still_done)["arvis.dev/outcome"] == "deduplicated"
+    assert (
+        meta_of(still_done)["arvis.dev/idempotency_key"]
+        == meta_of(done)["arvis.dev/idempotency_key"]
+    )
+    assert still_done.structured_content == done.structured_content
+    assert meta_of(changed)["arvis.dev/reason"] == "plan_retired"
+    assert meta_of(changed)["arvis.dev/boundary"] == "PRE_EFFECT_REFUSAL"
+    assert meta_of(added)["arvis.dev/outcome"] == "executed"
+    assert meta_of(fresh)["arvis.dev/outcome"] == "executed"  # a new decision: current plan
+    assert plantools.calls(sandbox, "plan.unsafe") == 2  # once each, never again
+    assert plantools.calls(sandbox, "plan.retry") == 2  # the failed one, and the fresh one
+    run = meta_of(uncertain)[RUN]
+    assert {meta_of(answer)[RUN] for answer in (still_uncertain, still_done, changed, added)} == {
+        run
+    }
 
 
 async def test_every_run_the_gateway_wrote_verifies(served: Served) -> None:

@@ -17,7 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import httpx2
 import pytest
+from mcp import Client, MCPError
+from mcp.client.streamable_http import streamable_http_client
 
 from tests.support.http import mint_keys
 from tests.support.perturn import TurnInstance, turn_env
@@ -30,7 +33,7 @@ pytestmark = pytest.mark.db
 
 @pytest.fixture(scope="module")
 def tokens(database_url: str) -> dict[str, str]:
-    return asyncio.run(mint_keys(database_url, tenants=("acme",), roles=("agent",)))
+    return asyncio.run(mint_keys(database_url, tenants=("acme",), roles=("agent", "admin")))
 
 
 def _instance(database_url: str, tmp_path: Path, run_id: str, **env: str) -> TurnInstance:
@@ -110,6 +113,51 @@ def test_it_says_where_it_listens_serves_only_its_run_and_exits_0_on_sigterm(
         database_url, "SELECT released FROM instance_leases WHERE instance_id = %s", ready["lease"]
     )
     assert released == [(True,)]
+
+
+async def _mcp_calls(url: str, token: str, calls: list[dict[str, Any]]) -> list[Any]:
+    """Each call (tool, arguments, meta) through the MCP SDK's client; an MCPError is
+    answered as the error itself."""
+    http = httpx2.AsyncClient(headers=auth(token))
+    answers: list[Any] = []
+    async with http, Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client:
+        for call in calls:
+            try:
+                answers.append(
+                    await client.call_tool(call["tool"], call["args"], meta=call["meta"])
+                )
+            except MCPError as exc:
+                answers.append(exc)
+    return answers
+
+
+def test_mcp_on_a_turn_instance_admits_its_run_only_and_defaults_to_it(
+    database_url: str, tmp_path: Path, tokens: dict[str, str]
+) -> None:
+    turn = _instance(database_url, tmp_path, "turn-mcp").start()
+    try:
+        other, default = asyncio.run(
+            _mcp_calls(
+                turn.url,
+                tokens["acme:agent"],
+                [
+                    {"tool": "echo", "args": {"hi": 1}, "meta": {"arvis.dev/run_id": "another"}},
+                    {"tool": "echo", "args": {"hi": 2}, "meta": None},
+                ],
+            )
+        )
+        metrics = httpx.get(f"{turn.url}/metrics", headers=auth(tokens["acme:admin"]))
+    finally:
+        turn.stop()
+    assert isinstance(other, MCPError), other
+    assert other.error.data == {"code": "run_not_served"}
+    assert _sql(database_url, "SELECT count(*) FROM runs WHERE run_id = 'another'") == [(0,)]
+    # A call that names no run is the turn's (docs/mcp.md).
+    assert not isinstance(default, MCPError), default
+    assert default.meta["arvis.dev/run_id"] == "turn-mcp"
+    assert default.meta["arvis.dev/outcome"] == "executed"
+    # Counted like any syscall, whichever way it came in.
+    assert 'arvis_syscall_errors_total{code="run_not_served"} 1.0' in metrics.text
 
 
 def test_sigterm_lets_the_call_in_flight_finish_and_refuses_new_ones(

@@ -10,7 +10,8 @@ lifecycle answered, and the invariants against the database: an unsafe effect
 never runs again once it may have happened, every capability is consumed at
 most once, nothing is left unsettled except abandoned attempts not yet
 recovered, consent states follow DESIGN §2 and stay bound to their requester,
-and the run's chain verifies.
+the run is its first caller's (the other principal's posts are refused and
+write nothing, DESIGN §10), and the run's chain verifies.
 """
 
 from __future__ import annotations
@@ -22,11 +23,17 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    rule,
+    run_state_machine_as_test,
+)
 
 from arvis.domain.identity import Identity
 from arvis.domain.ids import PrincipalId, RunId
-from arvis.lifecycle.errors import AttemptInFlight, SelfApproval
+from arvis.lifecycle.errors import AttemptInFlight, RunOfAnotherPrincipal, SelfApproval
 from arvis.tools.base import ToolInvocation, ToolResult
 from arvis.tools.errors import ToolExecutionError
 from tests.support.lifecycle import AGENT, APPROVER, Harness, attempt_then_crash, make_harness
@@ -64,6 +71,8 @@ DUAL = AGENT.model_copy(
     }
 )
 CALLERS: dict[str, Identity] = {"agent": AGENT, "dual": DUAL}
+# Who posts: the principal that owns the run, mostly; now and then the other one.
+WHO = ["owner", "owner", "owner", "stranger"]
 APPROVERS: dict[str, Identity] = {"approver": APPROVER, "dual": DUAL}
 
 
@@ -106,6 +115,9 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.runs: Counter[str] = Counter()  # tool runs per causal id
         self.journal_length = 0
         self.flagged = False
+        self.owner: Identity = AGENT
+        """The principal the run is bound to (DESIGN §10): the caller of most posts."""
+        self.stranger: Identity = DUAL
         self.sealed_at: dict[str, int] = {}
         for tool in self.harness.tools.values():
             tool.script.clear()
@@ -160,15 +172,40 @@ class LifecycleMachine(RuleBasedStateMachine):
         assert model.expect(caller.principal_id)[0] == "in_flight", model
         STATS["in_flight"] += 1
 
+    @initialize(owner=st.sampled_from(sorted(CALLERS)))
+    def open_the_run(self, owner: str) -> None:
+        """Which principal opens the run, and so owns it: posts by the other are refused
+        identity_mismatch and write nothing (DESIGN §10)."""
+        self.owner = CALLERS[owner]
+        self.stranger = next(c for c in CALLERS.values() if c is not self.owner)
+        opened = self.run(
+            self.harness.execute(
+                "read",
+                {"q": "open"},
+                causal_id="open",
+                run_id=self.harness.run_id,
+                identity=self.owner,
+            )
+        )
+        assert opened.outcome == "executed", opened
+        self.journal_length += 1
+
+    def _caller(self, who: str) -> Identity:
+        return self.owner if who == "owner" else self.stranger
+
+    def _refused_as_foreign(self, caller: Identity) -> None:
+        assert caller is self.stranger, "the run's own principal was refused identity_mismatch"
+        STATS["identity_mismatch"] += 1
+
     @rule(
         causal=st.sampled_from(sorted(DECISIONS)),
         kind=st.sampled_from(sorted(BEHAVIOURS)),
-        who=st.sampled_from(sorted(CALLERS)),
+        who=st.sampled_from(WHO),
         worker=st.sampled_from([0, 1]),
     )
     def syscall(self, causal: str, kind: str, who: str, worker: int) -> None:
         model = self.keys[causal]
-        caller = CALLERS[who]
+        caller = self._caller(who)
         tool, payload = DECISIONS[causal]
         self._script(causal, _behaviour(kind, tool))
         process = (self.harness, self.second)[worker]
@@ -178,22 +215,26 @@ class LifecycleMachine(RuleBasedStateMachine):
                     tool, payload, causal_id=causal, run_id=self.harness.run_id, identity=caller
                 )
             )
+        except RunOfAnotherPrincipal:
+            self._refused_as_foreign(caller)
+            return
         except AttemptInFlight:
             self._expect_in_flight(model, caller)
             return
         finally:
             self.harness.tools[tool].script.clear()
+        assert caller is self.owner, (caller.principal_id, result)
         self._apply(model, result, caller)
 
     @rule(
         causal=st.sampled_from(sorted(DECISIONS)),
         report_start=st.booleans(),
-        who=st.sampled_from(sorted(CALLERS)),
+        who=st.sampled_from(WHO),
     )
     def crash_during_dispatch(self, causal: str, report_start: bool, who: str) -> None:
         """A third process admits the call and is killed while its tool blocks."""
         model = self.keys[causal]
-        caller = CALLERS[who]
+        caller = self._caller(who)
         tool, payload = DECISIONS[causal]
         running = asyncio.Event()
         tools = self.harness.tools
@@ -214,11 +255,15 @@ class LifecycleMachine(RuleBasedStateMachine):
                     self.harness, tool, payload, causal_id=causal, running=running, identity=caller
                 )
             )
+        except RunOfAnotherPrincipal:
+            self._refused_as_foreign(caller)
+            return
         except AttemptInFlight:
             self._expect_in_flight(model, caller)
             return
         finally:
             tools[tool].script.clear()
+        assert caller is self.owner, (caller.principal_id, result)
         if result is not None:
             self._apply(model, result, caller)
             return
@@ -251,6 +296,7 @@ class LifecycleMachine(RuleBasedStateMachine):
             self.journal_length += 1
             self.flagged = True
         STATS["recovered"] += len(recovered)
+        STATS["sweeps"] += 1
 
     @rule(causal=st.sampled_from(["a1", "a2"]), who=st.sampled_from(sorted(APPROVERS)))
     def approve(self, causal: str, who: str) -> None:
@@ -351,7 +397,8 @@ def test_the_retry_table_and_the_invariants_hold_after_every_step(database_url: 
         f" ({STATS['executed']} executed, {STATS['deduplicated']} deduplicated,"
         f" {STATS['refused']} refused, {STATS['confirmation_required']} consent asked,"
         f" {STATS['in_flight']} in flight, {STATS['crash']} crashes,"
-        f" {STATS['recovered']} recovered, {STATS['identity_mismatch']} identity mismatches,"
+        f" {STATS['recovered']} recovered ({STATS['sweeps']} sweeps),"
+        f" {STATS['identity_mismatch']} identity mismatches,"
         f" {STATS['approved']} approvals, {STATS['self_approval_refused']} self-approvals refused,"
         f" {STATS['denied']} denials), 0 violations"
     )

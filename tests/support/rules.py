@@ -277,6 +277,7 @@ class History:
     consent: ConfirmationRecord | None = None
     bound_key: IdempotencyKey | None = None
     binding_given: bool = False
+    owner: str | None = None
 
     def after(
         self,
@@ -323,6 +324,10 @@ class History:
         )
         return dataclasses.replace(self, consent=record)
 
+    def of_run_bound_to(self, principal: Identity) -> History:
+        """The run is bound to ``principal`` (whoever asks)."""
+        return dataclasses.replace(self, owner=principal.principal_id)
+
     def bound_to(self, key: IdempotencyKey | None) -> History:
         """The run's causal id names decision ``key`` (None: no decision yet)."""
         return dataclasses.replace(self, bound_key=key, binding_given=True)
@@ -336,4 +341,5 @@ class History:
             latest=self.latest,
             in_flight=self.in_flight,
             confirmation=self.consent,
+            owner=self.owner,
         )

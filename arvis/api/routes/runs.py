@@ -1,4 +1,5 @@
-"""A run's journal, its verification and its replay. Another tenant's run is 404."""
+"""A run's journal, its verification and its replay. Another tenant's run is 404; another
+principal's run is 403 ``identity_mismatch`` to an agent's replay (auditors read them all)."""
 
 from __future__ import annotations
 
@@ -109,10 +110,12 @@ async def replay_run(
 ) -> ReplayOut:
     """The recorded results in causal order, paged. Runs, mints and dispatches nothing.
 
+    An agent replays only the runs bound to its own principal (another's: 403
+    ``identity_mismatch``); an auditor or admin replays every run of its tenant.
     The run's whole chain is verified in the same read; a broken chain answers 409
     ``chain_broken`` naming the position, and no result."""
     log_fields(request)["run_id"] = run_id
     page = await kernel.lifecycle.replay.replay_page(
-        identity.tenant_id, RunId(run_id), after, limit
+        identity.tenant_id, RunId(run_id), after, limit, reader=identity
     )
     return ReplayOut(run_id=run_id, results=page.results, next_after=page.next_after)

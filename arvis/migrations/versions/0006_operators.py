@@ -47,7 +47,8 @@ _FROZEN = _MIGRATIONS / "sql" / "0006"
 
 def function_text(name: str) -> Path:
     """This revision's text of ``name``: frozen under sql/0006/ once a later revision
-    changed it (0007 changed arvis_admit), else the current file."""
+    changed it (0007 changed arvis_admit, 0010 arvis_request_consent), else the current
+    file."""
     frozen = _FROZEN / f"{name}.sql"
     return frozen if frozen.is_file() else _CURRENT / f"{name}.sql"
 

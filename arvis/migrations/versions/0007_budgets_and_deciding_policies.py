@@ -41,6 +41,15 @@ _PREVIOUS = {
     "arvis_journal": _MIGRATIONS / "sql" / "0005" / "arvis_journal.sql",
 }
 CHANGED = ("arvis_admit", "arvis_journal")
+# Functions a later revision changed: this revision installs its own text, frozen.
+_FROZEN = _MIGRATIONS / "sql" / "0007"
+
+
+def function_text(name: str) -> Path:
+    """This revision's text of ``name``: frozen under sql/0007/ once a later revision
+    changed it (0010 changed both), else the current file."""
+    frozen = _FROZEN / f"{name}.sql"
+    return frozen if frozen.is_file() else _CURRENT / f"{name}.sql"
 
 
 def _drop(name: str) -> None:
@@ -74,7 +83,7 @@ def upgrade() -> None:
     op.execute("ALTER TABLE attempts ADD COLUMN policy jsonb, ADD COLUMN budgets jsonb")
     for name in CHANGED:
         _drop(name)
-        op.execute((_CURRENT / f"{name}.sql").read_text())
+        op.execute(function_text(name).read_text())
 
 
 def downgrade() -> None:

@@ -5,7 +5,7 @@
 -- run's lock and writes nothing when it is stale:
 --   'admitted'        out_receipt_position is the receipt's durable position
 --   'stale'           the history is not what the caller decided on: read it, decide again
---   'plan_mismatch'   the run is bound to another plan (out_run_plan names it)
+--   'identity_mismatch' the run is bound to another principal: nothing written
 --   'causal_conflict' the run's causal id names another decision
 --   'receipt_reused'  the caller's receipt position is not past the run's last one
 -- The caller's expectation is p_attempt (the decision's last attempt + 1) and
@@ -23,6 +23,8 @@
 -- charges, a reservation, a binding): nothing is admitted, nothing is charged.
 -- The charges are kept on the attempt, for the entry that settles it (p_policy:
 -- which policy authorized it, likewise).
+-- Revision 0010: the run is bound to the principal of p_context (arvis_bind), and the
+-- attempt to the plan it was decided under (p_plan), not the run's first plan.
 CREATE OR REPLACE FUNCTION arvis_admit(
     p_tenant text, p_run text, p_plan text, p_causal text, p_key text, p_tool text,
     p_digest text, p_attempt integer, p_intent text, p_capability text, p_payload text,
@@ -31,6 +33,7 @@ CREATE OR REPLACE FUNCTION arvis_admit(
     OUT out_status text, OUT out_receipt_position bigint, OUT out_run_plan text
 ) LANGUAGE plpgsql AS $$
 DECLARE
+    v_context jsonb := p_context::jsonb;
     v_bound text;
     v_receipts bigint;
     v_confirmation text;
@@ -38,8 +41,9 @@ DECLARE
     v_charge record;
 BEGIN
     SELECT b.out_status, b.out_run_plan INTO v_bound, out_run_plan
-      FROM arvis_bind(p_tenant, p_run, p_plan, p_causal, p_key, p_tool, p_digest, p_payload) b;
-    IF v_bound IN ('plan_mismatch', 'causal_conflict') THEN
+      FROM arvis_bind(p_tenant, p_run, p_plan, p_causal, p_key, p_tool, p_digest, p_payload,
+                      v_context ->> 'principal_id') b;
+    IF v_bound IN ('identity_mismatch', 'causal_conflict') THEN
         out_status := v_bound;
         RETURN;
     END IF;
@@ -115,8 +119,8 @@ BEGIN
     INSERT INTO attempts (tenant_id, idempotency_key, attempt, run_id, causal_id, tool,
         plan_id, intent_id, capability_id, commitment, receipt_position, context, owner,
         confirmation_id, policy, budgets)
-    VALUES (p_tenant, p_key, p_attempt, p_run, p_causal, p_tool, out_run_plan, p_intent,
-        p_capability, p_commitment, out_receipt_position, p_context::jsonb, p_owner,
+    VALUES (p_tenant, p_key, p_attempt, p_run, p_causal, p_tool, p_plan, p_intent,
+        p_capability, p_commitment, out_receipt_position, v_context, p_owner,
         p_confirmation, p_policy::jsonb, p_budgets::jsonb);
     out_status := 'admitted';
 END

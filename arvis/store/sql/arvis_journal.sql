@@ -23,7 +23,9 @@
 --   'stale'             an attempt refusal whose attempt number is not the next one,
 --                       or a decision on a confirmation no longer in p_confirmation_from
 --   'causal_conflict'   p_bind_decision, and the causal id names another decision
---   'plan_mismatch'     p_bind_decision with p_plan, and the run is bound to another plan
+--   'identity_mismatch' p_bind_decision, and the run is bound to another principal than
+--                       the refusal's (its body's principal_id, revision 0010): nothing
+--                       written
 CREATE OR REPLACE FUNCTION arvis_journal(
     p_tenant text, p_run text, p_kind text, p_causal text, p_key text, p_attempt integer,
     p_intent text, p_boundary text, p_retryable boolean, p_body text, p_recorded_at text,
@@ -45,8 +47,8 @@ BEGIN
     IF p_bind_decision THEN
         SELECT b.out_status INTO v_bound
           FROM arvis_bind(p_tenant, p_run, p_plan, p_causal, p_key, p_tool, p_digest,
-                          p_payload) b;
-        IF v_bound IN ('causal_conflict', 'plan_mismatch') THEN
+                          p_payload, p_body::jsonb ->> 'principal_id') b;
+        IF v_bound IN ('causal_conflict', 'identity_mismatch') THEN
             out_status := v_bound;
             RETURN;
         END IF;

@@ -2,7 +2,8 @@
 -- 'confirmation required'; nothing is minted"), binding the run and its causal
 -- id like admission. Answers 'created' or 'existing' with out_confirmation_id
 -- (a confirmation of this decision already exists: the caller decides again on
--- it), 'plan_mismatch' or 'causal_conflict'.
+-- it), 'identity_mismatch' (revision 0010: the run is bound to another principal than
+-- p_context's; nothing written) or 'causal_conflict'.
 -- Revision 0006 adds p_terms, the approval terms Python froze for this consent
 -- (JSON: approver_groups, quorum, definition_fingerprint, policy_digest).
 CREATE OR REPLACE FUNCTION arvis_request_consent(
@@ -15,8 +16,9 @@ DECLARE
     v_bound text;
 BEGIN
     SELECT b.out_status, b.out_run_plan INTO v_bound, out_run_plan
-      FROM arvis_bind(p_tenant, p_run, p_plan, p_causal, p_key, p_tool, p_digest, p_payload) b;
-    IF v_bound IN ('plan_mismatch', 'causal_conflict') THEN
+      FROM arvis_bind(p_tenant, p_run, p_plan, p_causal, p_key, p_tool, p_digest, p_payload,
+                      p_context::jsonb ->> 'principal_id') b;
+    IF v_bound IN ('identity_mismatch', 'causal_conflict') THEN
         out_status := v_bound;
         RETURN;
     END IF;

@@ -201,7 +201,9 @@ async def test_a_budget_per_principal_counts_each_principal_apart(
     harness = await harnesses(budget(limit=1, tools=["write"], scope=["principal"]))
     assert (await harness.execute("write", {"text": "a"})).outcome == "executed"
     assert (await harness.execute("write", {"text": "b"})).reason == "budget_exceeded"
-    other = await harness.execute("write", {"text": "c"}, identity=OTHER_AGENT)
+    other = await harness.execute(
+        "write", {"text": "c"}, identity=OTHER_AGENT, run_id=f"{harness.run_id}-other"
+    )
     assert other.outcome == "executed"
     assert used(harness) == [('{"principal":"agent-7"}', 1), ('{"principal":"agent-9"}', 1)]
 

@@ -129,7 +129,9 @@ async def test_in_shadow_mode_the_rules_are_enforced_and_recorded(
         asked = await harness.execute("append", {"line": "a"}, causal_id="a")
         assert asked.outcome == "confirmation_required"  # both ask: no disagreement
         assert sum(shadow.disagreements.values()) == 0
-        read = await harness.execute("read", {"q": 1}, causal_id="r", identity=AUDITOR)
+        read = await harness.execute(
+            "read", {"q": 1}, causal_id="r", identity=AUDITOR, run_id="run-of-the-auditor"
+        )
         assert read.outcome == "executed"  # the rules allow; no Cedar permit matches
         assert shadow.disagreements["enforced_allows_shadow_denies"] == 1
     finally:

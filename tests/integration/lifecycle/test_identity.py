@@ -1,40 +1,57 @@
-"""The caller's identity against the consent it would act under (DESIGN §4): consent is
-bound to the principal that asked for it, in every state, before and after it is used."""
+"""The caller's identity against the run and the consent it would act under: a run is
+bound to the principal that opened it (DESIGN §10), so another principal's syscalls on it
+are refused and write nothing; consent is bound to the principal that asked for it, in
+every state, before and after it is used (DESIGN §4)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
 
 from arvis.domain.identity import Identity
 from arvis.domain.ids import PrincipalId
-from arvis.lifecycle.errors import IdentityRefused, SelfApproval
+from arvis.lifecycle.errors import IdentityRefused, RunOfAnotherPrincipal, SelfApproval
 from arvis.lifecycle.policy import PolicyConfig, TenantRules
 from tests.support.lifecycle import AGENT, APPROVER, Harness, make_harness
 
 INTRUDER = AGENT.model_copy(update={"principal_id": PrincipalId("agent-9"), "key_id": "k9"})
+# The same principal under another (rotated) key.
+AGENT_SECOND_KEY = AGENT.model_copy(update={"key_id": "k-rotated"})
 # One key holding both roles: the self-approval of finding 2.
 AGENT_AND_APPROVER = AGENT.model_copy(update={"roles": ("agent", "approver")})
+
+
+def _journal(harness: Harness) -> list[tuple[int, str]]:
+    return [
+        (int(position), str(kind))
+        for position, kind in harness.sql(
+            "SELECT position, kind FROM journal_entries WHERE run_id = %s ORDER BY position",
+            harness.run_id,
+        )
+    ]
 
 
 async def test_another_principal_cannot_resume_approved_consent(harness: Harness) -> None:
     pending = await harness.execute("append", {"line": "x"}, causal_id="c")
     assert pending.confirmation is not None
     await harness.approve(pending.confirmation.id)
+    journal = _journal(harness)
 
-    stolen = await harness.execute("append", {"line": "x"}, causal_id="c", identity=INTRUDER)
+    with pytest.raises(RunOfAnotherPrincipal):
+        await harness.execute("append", {"line": "x"}, causal_id="c", identity=INTRUDER)
 
-    assert (stolen.outcome, stolen.reason) == ("refused", "identity_mismatch")
     # Refused before anything was minted or written; the consent is untouched.
-    assert harness.capability_states(stolen.idempotency_key) == []
+    assert _journal(harness) == journal
+    assert harness.capability_states(pending.idempotency_key) == []
     assert harness.confirmation_state(pending.confirmation.id) == "APPROVED"
     assert harness.in_flight() == []
     assert harness.tools["append"].calls == 0
 
     rightful = await harness.execute("append", {"line": "x"}, causal_id="c")
     assert (rightful.outcome, rightful.attempt) == ("executed", 1)
-    assert harness.capability_states(stolen.idempotency_key) == ["CONSUMED"]
+    assert harness.capability_states(pending.idempotency_key) == ["CONSUMED"]
 
 
 @pytest.fixture
@@ -62,11 +79,11 @@ async def test_consumed_consent_is_not_reused_by_another_principal(
     assert failed.boundary == "EFFECT_FAILED"
     assert harness.confirmation_state(pending.confirmation.id) == "CONSUMED"
 
-    stolen = await harness.execute("write", {"text": "x"}, causal_id="c", identity=INTRUDER)
+    with pytest.raises(RunOfAnotherPrincipal):
+        await harness.execute("write", {"text": "x"}, causal_id="c", identity=INTRUDER)
 
-    assert (stolen.outcome, stolen.reason) == ("refused", "identity_mismatch")
     assert harness.tools["write"].calls == 1
-    assert harness.capability_states(stolen.idempotency_key) == ["CONSUMED"]
+    assert harness.capability_states(failed.idempotency_key) == ["CONSUMED"]
     rightful = await harness.execute("write", {"text": "x"}, causal_id="c")
     assert (rightful.outcome, rightful.attempt) == ("executed", 2)
 
@@ -77,14 +94,14 @@ async def test_a_pending_reask_by_another_principal_gets_no_confirmation(
     pending = await harness.execute("append", {"line": "x"}, causal_id="c")
     assert pending.confirmation is not None
 
-    reask = await harness.execute("append", {"line": "x"}, causal_id="c", identity=INTRUDER)
+    with pytest.raises(RunOfAnotherPrincipal) as refused:
+        await harness.execute("append", {"line": "x"}, causal_id="c", identity=INTRUDER)
 
-    assert (reask.outcome, reask.reason) == ("refused", "identity_mismatch")
-    assert reask.confirmation is None
-    assert pending.confirmation.id not in reask.model_dump_json()
+    assert pending.confirmation.id not in str(refused.value)
+    assert harness.confirmation_state(pending.confirmation.id) == "PENDING"
 
 
-async def test_a_strangers_refusal_never_makes_an_uncertain_outcome_retryable(
+async def test_a_strangers_post_never_makes_an_uncertain_outcome_retryable(
     harness: Harness,
 ) -> None:
     pending = await harness.execute("append", {"line": "x"}, causal_id="c")
@@ -93,14 +110,60 @@ async def test_a_strangers_refusal_never_makes_an_uncertain_outcome_retryable(
     harness.tools["append"].then_fail(effect_started=None, retryable=False)
     unknown = await harness.execute("append", {"line": "x"}, causal_id="c")
     assert unknown.boundary == "EFFECT_STATE_UNKNOWN"
+    journal = _journal(harness)
 
-    stolen = await harness.execute("append", {"line": "x"}, causal_id="c", identity=INTRUDER)
-    assert stolen.reason == "identity_mismatch"
+    with pytest.raises(RunOfAnotherPrincipal):
+        await harness.execute("append", {"line": "x"}, causal_id="c", identity=INTRUDER)
 
-    # The stranger's refusal is not an attempt: the requester still meets the table.
+    assert _journal(harness) == journal
+    # The requester still meets the table.
     again = await harness.execute("append", {"line": "x"}, causal_id="c")
     assert again.reason == "retry_prohibited_uncertain"
     assert harness.tools["append"].calls == 1
+
+
+async def test_a_completed_decision_is_never_answered_to_another_principal(
+    harness: Harness,
+) -> None:
+    done = await harness.execute("write", {"text": "secret"}, causal_id="c")
+    assert done.outcome == "executed"
+
+    with pytest.raises(RunOfAnotherPrincipal) as refused:
+        await harness.execute("write", {"text": "secret"}, causal_id="c", identity=INTRUDER)
+
+    assert "secret" not in str(refused.value)
+    assert [kind for _, kind in _journal(harness)] == ["execution"]
+    # The same key of another principal reaches the same run's owner only.
+    again = await harness.execute(
+        "write", {"text": "secret"}, causal_id="c", identity=AGENT_SECOND_KEY
+    )
+    assert again.outcome == "deduplicated"
+
+
+async def test_two_principals_opening_one_run_at_once_bind_it_to_exactly_one(
+    harness: Harness,
+) -> None:
+    for round_ in range(8):
+        run_id = f"{harness.run_id}-race-{round_}"
+        answers = await asyncio.gather(
+            harness.execute("write", {"text": "a"}, causal_id="a", run_id=run_id),
+            harness.execute(
+                "write", {"text": "b"}, causal_id="b", run_id=run_id, identity=INTRUDER
+            ),
+            return_exceptions=True,
+        )
+        won = [a for a in answers if not isinstance(a, BaseException)]
+        lost = [a for a in answers if isinstance(a, BaseException)]
+        assert len(won) == 1, answers
+        assert len(lost) == 1, answers
+        assert isinstance(lost[0], RunOfAnotherPrincipal), answers
+        winner = AGENT if won[0].causal_id == "a" else INTRUDER
+        assert harness.sql("SELECT principal_id FROM runs WHERE run_id = %s", run_id) == [
+            (winner.principal_id,)
+        ]
+        assert harness.sql("SELECT causal_id FROM decisions WHERE run_id = %s", run_id) == [
+            (won[0].causal_id,)
+        ]
 
 
 async def test_the_requester_cannot_approve_their_own_request(harness: Harness) -> None:

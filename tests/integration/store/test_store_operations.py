@@ -30,7 +30,7 @@ from arvis.domain.journal import ExecutionArtifact, RefusalArtifact
 from arvis.domain.payload import freeze_payload
 from arvis.domain.states import ConfirmationState, settled_confirmation
 from arvis.lifecycle.journal import chain_hash, recorded_text
-from arvis.lifecycle.ports import Admission, ConfirmationChange, JournalAppend
+from arvis.lifecycle.ports import Admission, Binding, ConfirmationChange, JournalAppend
 from arvis.store.database import PgStore
 
 T = TenantId("t")
@@ -58,12 +58,13 @@ def _intent(
     key: str | None = None,
     plan: PlanId = PLAN,
     confirmation: str | None = None,
+    principal: str = "p",
 ) -> Intent:
     n = next(_numbers)
     causal = causal or f"c-{n}"
     context = AuthorizedEffectContext(
         tenant_id=T,
-        principal_id=PrincipalId("p"),
+        principal_id=PrincipalId(principal),
         auth_method="api_key",
         run_id=RunId(run),
         causal_id=CausalId(causal),
@@ -168,7 +169,9 @@ async def test_another_decision_under_a_causal_id_is_a_conflict(
     assert (await store.ops.admit(_admission(other))).status == "causal_conflict"
 
 
-async def test_a_run_keeps_its_plan(store: PgStore, plan: PlanId) -> None:
+async def test_an_attempt_records_the_plan_it_was_decided_under(
+    store: PgStore, plan: PlanId
+) -> None:
     assert (await store.ops.admit(_admission(_intent("run-plan")))).status == "admitted"
     async with store.engine.begin() as conn:
         await conn.exec_driver_sql(
@@ -176,7 +179,89 @@ async def test_a_run_keeps_its_plan(store: PgStore, plan: PlanId) -> None:
             " ON CONFLICT DO NOTHING"
         )
     answer = await store.ops.admit(_admission(_intent("run-plan", plan=PlanId("q" * 64))))
-    assert (answer.status, answer.run_plan) == ("plan_mismatch", PLAN)
+    assert answer.status == "admitted"
+    plans = await _rows(
+        store, "SELECT plan_id FROM attempts WHERE run_id = 'run-plan' ORDER BY admitted_at"
+    )
+    assert sorted(plans) == sorted([(PLAN,), ("q" * 64,)])
+    # The run remembers the plan it began with.
+    assert await _rows(store, "SELECT plan_id FROM runs WHERE run_id = 'run-plan'") == [(PLAN,)]
+
+
+def _refusal(intent: Intent, principal: str) -> JournalAppend:
+    denial = DenialSnapshot(
+        reason=DenialReason.POLICY_DENIED,
+        detail="no",
+        tool="echo",
+        idempotency_key=intent.idempotency_key,
+    )
+    return JournalAppend(
+        tenant_id=T,
+        run_id=intent.context.run_id,
+        causal_id=intent.context.causal_id,
+        idempotency_key=intent.idempotency_key,
+        attempt=1,
+        intent_id=f"refused-{intent.intent_id}",
+        boundary=EffectBoundary.PRE_EFFECT_REFUSAL,
+        retryable=False,
+        artifact=RefusalArtifact(
+            tool="echo",
+            plan_id=PLAN,
+            payload_digest=intent.payload.digest,
+            principal_id=principal,
+            reason=denial.reason,
+            detail="no",
+            denial=denial,
+        ),
+        recorded_at=AT,
+        bind=Binding(
+            plan_id=PLAN,
+            tool="echo",
+            payload_digest=intent.payload.digest,
+            payload_text=intent.payload.canonical.decode(),
+        ),
+    )
+
+
+async def test_a_run_is_bound_to_its_first_principal_and_anothers_steps_write_nothing(
+    store: PgStore, plan: PlanId
+) -> None:
+    assert (await store.ops.admit(_admission(_intent("run-owned")))).status == "admitted"
+    before = await _rows(store, "SELECT count(*) FROM decisions WHERE run_id = 'run-owned'")
+
+    admit = await store.ops.admit(_admission(_intent("run-owned", principal="bob")))
+    refuse = await store.ops.journal(_refusal(_intent("run-owned", principal="bob"), "bob"))
+
+    assert (admit.status, refuse.status) == ("identity_mismatch", "identity_mismatch")
+    assert await _rows(store, "SELECT principal_id FROM runs WHERE run_id = 'run-owned'") == [
+        ("p",)
+    ]
+    assert await _rows(store, "SELECT count(*) FROM decisions WHERE run_id = 'run-owned'") == (
+        before
+    )
+    assert await _rows(store, "SELECT count(*) FROM attempts WHERE run_id = 'run-owned'") == [(1,)]
+    assert await _rows(
+        store, "SELECT count(*) FROM journal_entries WHERE run_id = 'run-owned'"
+    ) == [(0,)]
+    # The principal's own refusal goes in.
+    assert (await store.ops.journal(_refusal(_intent("run-owned"), "p"))).status == "appended"
+
+
+async def test_a_run_from_before_revision_0010_is_bound_by_its_next_step(
+    store: PgStore, plan: PlanId
+) -> None:
+    assert (await store.ops.admit(_admission(_intent("run-legacy")))).status == "admitted"
+    async with store.engine.begin() as conn:
+        await conn.exec_driver_sql(
+            "UPDATE runs SET principal_id = NULL WHERE run_id = 'run-legacy'"
+        )
+    claimed = await store.ops.admit(_admission(_intent("run-legacy", principal="carol")))
+    assert claimed.status == "admitted"
+    assert await _rows(store, "SELECT principal_id FROM runs WHERE run_id = 'run-legacy'") == [
+        ("carol",)
+    ]
+    refused = await store.ops.admit(_admission(_intent("run-legacy")))
+    assert refused.status == "identity_mismatch"
 
 
 async def test_a_declared_sinks_position_must_be_past_the_runs_last(

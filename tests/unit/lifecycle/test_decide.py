@@ -16,21 +16,26 @@ import pytest
 
 from arvis.domain.authorization import DenialReason
 from arvis.domain.boundary import EffectBoundary
+from arvis.domain.definitions import ReplaySafety, ToolDefinition
 from arvis.domain.identity import Identity
 from arvis.domain.ids import IdempotencyKey
 from arvis.domain.states import ConfirmationState
 from arvis.lifecycle.authorization import (
     AdmissionRequest,
+    AnotherPrincipal,
     AuthorizationStep,
     AwaitConsent,
     Deduplicated,
+    Earlier,
     InFlight,
     Proceed,
     Refuse,
     budget_refusal,
+    needs_earlier,
 )
 from arvis.lifecycle.budgets import BudgetConfig, Budgets
 from arvis.lifecycle.ports import NEW_DECISION, DecisionHistory
+from arvis.tools.plans import ToolPlan, derive_plan_id
 from tests.support.rules import (
     AGENT,
     BUDGETS,
@@ -403,7 +408,155 @@ CASES = [
         lambda req: _after_two(req).with_consent(S.APPROVED, requested_by=OTHER_AGENT),
         None,
     ),
+    Case(
+        R.PLAN_RETIRED,
+        lambda: (
+            req := request(PUT),
+            History(req).after(B.EFFECT_FAILED, attempt=2, retryable=True),
+        ),
+        None,
+        lambda req, history: SERVICE.decide(req, history.build(), Earlier(changed(PUT))),
+    ),
 ]
+
+
+# -- a plan change (the decision's latest attempt decided under another plan) -------------
+
+
+def changed(tool: str, *, replay_safety: ReplaySafety | None = None) -> ToolDefinition:
+    """``tool`` of :data:`PLAN` as another plan defines it (another fingerprint)."""
+    now = PLAN.definitions[tool]
+    return ToolDefinition(
+        name=now.name,
+        description="changed since",
+        input_schema=now.input_schema,
+        effect=now.effect,
+        replay_safety=replay_safety or now.replay_safety,
+        capabilities=now.capabilities,
+    )
+
+
+def test_a_changed_definition_keeps_a_decided_record_recorded() -> None:
+    req = request(PUT)
+    history = History(req).after(B.EFFECT_COMPLETED, position=7).build()
+    assert SERVICE.decide(req, history, Earlier(changed(PUT))) == Deduplicated(7)
+
+
+def test_the_table_reads_the_definition_the_uncertain_attempt_ran_under() -> None:
+    # Unsafe when it ran; a definition that says it dedupes now cannot make it retryable.
+    req = request(PUT)
+    history = History(req).after(B.EFFECT_STATE_UNKNOWN).build()
+    ran_under = changed(PUT, replay_safety=ReplaySafety.UNSAFE)
+    step = SERVICE.decide(req, history, Earlier(ran_under))
+    refused(step, DenialReason.RETRY_PROHIBITED_UNCERTAIN, None)
+
+
+MAY_HAVE_TAKEN_EFFECT = [
+    pytest.param(lambda h: h.after(B.EFFECT_FAILED, retryable=True), id="failed-retryable"),
+    pytest.param(lambda h: h.after(B.EFFECT_STATE_UNKNOWN), id="unknown"),
+    pytest.param(lambda h: h.after(B.EFFECT_STARTED), id="started"),
+]
+
+
+@pytest.mark.parametrize("history", MAY_HAVE_TAKEN_EFFECT)
+def test_an_attempt_that_may_have_taken_effect_is_not_run_under_another_definition(
+    history: Callable[[History], History],
+) -> None:
+    req = request(PUT)
+    built = history(History(req)).build()
+    step = refused(SERVICE.decide(req, built, Earlier(changed(PUT))), R.PLAN_RETIRED, None)
+    assert "new causal id" in step.denial.detail
+
+
+def test_a_retryable_failure_of_a_tool_that_left_the_plan_is_not_run_again() -> None:
+    empty = ToolPlan(plan_id=derive_plan_id([]), definitions={}, dispatcher=PLAN.dispatcher)
+    req = request(PUT, plan=empty)
+    built = History(req).after(B.EFFECT_FAILED, retryable=True).build()
+    refused(SERVICE.decide(req, built, Earlier(PLAN.definitions[PUT])), R.PLAN_RETIRED, None)
+
+
+def test_an_unchanged_definition_under_another_plan_retries_as_before() -> None:
+    req = request(PUT)
+    built = History(req).after(B.EFFECT_FAILED, retryable=True).build()
+    proceeds(SERVICE.decide(req, built, Earlier(PLAN.definitions[PUT])), req, 2)
+
+
+@pytest.mark.parametrize(
+    "boundary", [B.PRE_EFFECT_REFUSAL, B.EFFECT_NOT_STARTED], ids=lambda b: b.value
+)
+def test_what_provably_never_ran_is_decided_under_the_current_definition(
+    boundary: EffectBoundary,
+) -> None:
+    req = request(PUT)
+    built = History(req).after(boundary).build()
+    proceeds(SERVICE.decide(req, built, Earlier(changed(PUT))), req, 2)
+
+
+def test_an_uncertain_attempt_resolved_not_started_is_decided_under_the_current_definition() -> (
+    None
+):
+    req = request(PUT)
+    built = History(req).after(B.EFFECT_STATE_UNKNOWN, resolved=B.EFFECT_NOT_STARTED).build()
+    proceeds(SERVICE.decide(req, built, Earlier(changed(PUT))), req, 2)
+
+
+@pytest.mark.parametrize(
+    ("history", "needed"),
+    [
+        pytest.param(lambda h: h, False, id="new"),
+        pytest.param(lambda h: h.after(B.EFFECT_COMPLETED), False, id="completed"),
+        pytest.param(lambda h: h.after(B.PRE_EFFECT_REFUSAL), False, id="refused"),
+        pytest.param(lambda h: h.after(B.EFFECT_NOT_STARTED), False, id="not-started"),
+        pytest.param(lambda h: h.after(B.EFFECT_FAILED), False, id="failed"),
+        pytest.param(lambda h: h.after(B.EFFECT_FAILED, retryable=True), True, id="failed-retry"),
+        pytest.param(lambda h: h.after(B.EFFECT_STARTED), True, id="started"),
+        pytest.param(lambda h: h.after(B.EFFECT_STATE_UNKNOWN), True, id="unknown"),
+        pytest.param(
+            lambda h: h.after(B.EFFECT_STATE_UNKNOWN, resolved=B.EFFECT_COMPLETED),
+            False,
+            id="resolved",
+        ),
+    ],
+)
+def test_the_earlier_definition_is_read_only_where_it_decides(
+    history: Callable[[History], History], needed: bool
+) -> None:
+    req = request(PUT)
+    built = history(History(req)).build()
+    assert needs_earlier(built) is needed
+    if not needed:
+        # Decided the same whatever the earlier definition was.
+        assert SERVICE.decide(req, built, Earlier(changed(PUT))) == SERVICE.decide(req, built)
+
+
+# -- a run belongs to its principal (DESIGN §10) ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "history",
+    [
+        lambda h: h,
+        lambda h: h.after(B.EFFECT_COMPLETED),
+        lambda h: h.running(1),
+        lambda h: h.with_consent(S.APPROVED),
+        lambda h: h.bound_to(IdempotencyKey("f" * 64)),
+    ],
+    ids=["new", "completed", "in-flight", "consented", "causal-id-taken"],
+)
+@pytest.mark.parametrize("tool", [READ, PUT, SEND, PURGE])
+def test_another_principals_post_on_a_bound_run_decides_nothing(
+    tool: str, history: Callable[[History], History]
+) -> None:
+    req = request(tool, identity=OTHER_AGENT)
+    built = history(History(req)).of_run_bound_to(AGENT)
+    assert decide(req, built) == AnotherPrincipal()
+
+
+def test_the_runs_own_principal_under_any_key_is_decided_as_before() -> None:
+    rotated = AGENT.model_copy(update={"key_id": "k_rotated"})
+    req = request(PUT, identity=rotated)
+    built = History(req).after(B.EFFECT_COMPLETED, position=4).of_run_bound_to(AGENT)
+    assert decide(req, built) == Deduplicated(4)
 
 
 def test_every_refusal_reason_has_a_case() -> None:

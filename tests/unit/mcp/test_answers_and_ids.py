@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.identity import Identity
-from arvis.domain.ids import PlanId, PrincipalId, TenantId
+from arvis.domain.ids import PrincipalId, TenantId
 from arvis.domain.payload import freeze_payload
-from arvis.lifecycle.results import ConfirmationRef, SyscallResult
-from arvis.mcp.answers import call_result, consent_request, consent_result
+from arvis.lifecycle.results import (
+    ID_PATTERN,
+    ConfirmationRef,
+    ResolutionRef,
+    SyscallResult,
+    principal_run_id,
+    reserved_for_another,
+)
+from arvis.mcp.answers import call_result, consent_request, consent_result, empty_meta
 from arvis.mcp.meta import (
     InvalidIds,
     PendingDecision,
@@ -19,6 +27,7 @@ from arvis.mcp.meta import (
     default_run_id,
     explicit_ids,
 )
+from arvis.mcp.server import approval_url
 from tests.support.fakes import definition, read_only
 
 MODERN, LEGACY = "2026-07-28", "2025-11-25"
@@ -47,6 +56,7 @@ def test_a_completed_value_is_structured_content_and_json_text_with_the_meta() -
     assert result.is_error is False
     assert result.structured_content == {"n": 1}
     assert text(result) == '{"n": 1}'
+    # Every key is present, null where it does not apply (docs/mcp.md).
     assert result.meta == {
         "arvis.dev/outcome": "executed",
         "arvis.dev/boundary": "EFFECT_COMPLETED",
@@ -55,7 +65,69 @@ def test_a_completed_value_is_structured_content_and_json_text_with_the_meta() -
         "arvis.dev/attempt": 1,
         "arvis.dev/run_id": "run-1",
         "arvis.dev/causal_id": "step-1",
+        "arvis.dev/reason": None,
+        "arvis.dev/problem": None,
+        "arvis.dev/confirmation_id": None,
+        "arvis.dev/audit_incomplete": False,
+        "arvis.dev/resolution": None,
     }
+
+
+def test_every_answer_carries_the_same_keys() -> None:
+    consent_meta = consent_result(
+        consent(), tool="files.append", approval_url="https://arvis.test/c", approver="ops"
+    ).meta
+    refused = call_result(
+        answered(outcome="refused", boundary=EffectBoundary.PRE_EFFECT_REFUSAL, reason="x"),
+        tool="t",
+        protocol_version=MODERN,
+    ).meta
+    assert consent_meta is not None
+    assert refused is not None
+    assert set(consent_meta) == set(refused) == set(empty_meta())
+
+
+def resolved(boundary: EffectBoundary) -> SyscallResult:
+    return answered(
+        outcome="deduplicated",
+        boundary=EffectBoundary.EFFECT_STATE_UNKNOWN,
+        problem={"code": "timeout", "detail": "no answer in time", "effect_started": None},
+        resolution=ResolutionRef(
+            position=9,
+            boundary=boundary,
+            resolved_by="ops-lead",
+            evidence="the ledger shows the line",
+            recorded_at="2026-12-01T12:00:00+00:00",
+        ),
+    )
+
+
+def test_an_uncertain_outcome_resolved_completed_answers_the_resolution_not_the_doubt() -> None:
+    result = call_result(
+        resolved(EffectBoundary.EFFECT_COMPLETED), tool="files.append", protocol_version=MODERN
+    )
+    assert result.is_error is False
+    said = text(result)
+    assert "resolved it as completed" in said
+    assert "ops-lead" in said
+    assert "the ledger shows the line" in said
+    assert "Nobody knows" not in said
+    assert "Do NOT" not in said
+    assert result.meta is not None
+    assert result.meta["arvis.dev/resolution"] == {
+        "boundary": "EFFECT_COMPLETED",
+        "position": 9,
+        "resolved_by": "ops-lead",
+    }
+
+
+def test_an_uncertain_outcome_resolved_failed_says_so_and_not_to_call_again() -> None:
+    result = call_result(
+        resolved(EffectBoundary.EFFECT_FAILED), tool="files.append", protocol_version=MODERN
+    )
+    assert result.is_error is True
+    assert "resolved it as failed" in text(result)
+    assert "Nobody knows" not in text(result)
 
 
 def test_before_2026_a_value_that_is_not_an_object_is_only_text() -> None:
@@ -130,6 +202,14 @@ def test_consent_for_a_plain_client_names_the_approval_and_says_to_call_again() 
     assert "same call again" in text(result)
 
 
+def test_consent_text_starts_each_sentence_with_a_capital() -> None:
+    approver = "a principal with the approver role in tenant 'acme' other than you"
+    result = consent_result(
+        consent(), tool="files.append", approval_url="https://arvis.test/c", approver=approver
+    )
+    assert "nothing ran. A principal with the approver role" in text(result)
+
+
 def test_consent_for_an_eliciting_client_is_a_url_elicitation_carrying_the_decision() -> None:
     url = "http://arvis.test/v1/confirmations/cnf_1/approve"
     result = consent_request(
@@ -159,10 +239,36 @@ def test_explicit_ids_come_from_meta_before_headers() -> None:
         explicit_ids({"arvis.dev/causal_id": "has spaces"}, {})
 
 
-def test_the_default_run_is_the_keys_for_this_plan() -> None:
-    plan = PlanId("ab" * 32)
-    assert default_run_id(AGENT, plan) == "mcp-k0123456789abcdef-abababababab"
-    assert default_run_id(AGENT, PlanId("cd" * 32)) != default_run_id(AGENT, plan)
+def test_the_default_run_is_the_principals_whatever_its_key() -> None:
+    rotated = AGENT.model_copy(update={"key_id": "kfedcba9876543210"})
+    assert default_run_id(AGENT) == default_run_id(rotated) == "mcp:agent-7"
+    other = AGENT.model_copy(update={"principal_id": PrincipalId("agent-9")})
+    assert default_run_id(other) != default_run_id(AGENT)
+    assert default_run_id(AGENT, "turn-7") == "turn-7"
+
+
+@pytest.mark.parametrize(
+    "principal", ["alice@example.com", "https://issuer.test#sub", "x" * 121, "a:b"]
+)
+def test_a_principal_id_that_is_no_run_id_tail_gets_a_digest_run(principal: str) -> None:
+    run = principal_run_id(principal)
+    assert run.startswith("mcp::")
+    assert re.fullmatch(ID_PATTERN, run)
+    assert run != principal_run_id(principal + "x")
+
+
+def test_a_derived_run_id_is_reserved_for_its_principal() -> None:
+    assert reserved_for_another("mcp:agent-7", "agent-9")
+    assert reserved_for_another("mcp::" + "0" * 40, "agent-9")
+    assert not reserved_for_another("mcp:agent-9", "agent-9")
+    assert not reserved_for_another("mcp-k0123-abcdef", "agent-9")  # before revision 0010
+    assert not reserved_for_another("run-1", "agent-9")
+
+
+def test_the_approval_url_is_the_configured_address_never_a_requests() -> None:
+    assert approval_url("https://arvis.example.com/", "cnf_1") == (
+        "https://arvis.example.com/console/confirmations/cnf_1"
+    )
 
 
 def test_the_default_causal_id_is_the_decision_for_changes_and_fresh_for_reads() -> None:
