@@ -78,7 +78,7 @@ TITLES: dict[str, str] = {
     "attempt_in_flight": "An attempt of this action is in flight",
     "conflict": "Conflict",
     "causal_id_conflict": "Causal id already names another decision",
-    "chain_broken": "The run's journal does not verify; nothing was replayed",
+    "chain_broken": "The run's evidence does not verify; nothing of it was served",
     "already_approved": "This principal has approved this confirmation already",
     "not_uncertain": "The attempt's outcome is known; there is nothing to resolve",
     "already_resolved": "The attempt was resolved already",

@@ -46,6 +46,7 @@ from arvis.lifecycle.authorization import (
 )
 from arvis.lifecycle.effects import not_dispatched
 from arvis.lifecycle.errors import AttemptInFlight, InvalidReceipt
+from arvis.lifecycle.evidence import EvidenceService
 from arvis.lifecycle.outbox import IntentOutboxService
 from arvis.lifecycle.ports import (
     NEW_DECISION,
@@ -110,6 +111,7 @@ class AdmissionService:
         outbox: IntentOutboxService,
         clock: Clock,
         confirmation_ttl_s: float,
+        evidence: EvidenceService | None = None,
     ) -> None:
         self.store = store
         self.plans = plans
@@ -117,6 +119,9 @@ class AdmissionService:
         self.outbox = outbox
         self.clock = clock
         self.confirmation_ttl_s = confirmation_ttl_s
+        self.evidence = evidence
+        """Checks what a deduplicated answer serves (issue 23); None: nothing but the
+        entry's own hash."""
         self._run_plans: OrderedDict[tuple[TenantId, RunId], PlanId] = OrderedDict()
 
     async def admit(
@@ -200,7 +205,9 @@ class AdmissionService:
         if isinstance(step, Refuse):
             return await self._refuse(request, step, ids)
         if isinstance(step, Deduplicated):
-            return await answer_deduplicated(self.store, request, step.position, step.resolution)
+            return await answer_deduplicated(
+                self.store, request, step.position, step.resolution, self.evidence
+            )
         if isinstance(step, InFlight):
             raise AttemptInFlight(request.idempotency_key)
         return await self._await_consent(request, step, ids)
@@ -248,6 +255,8 @@ class AdmissionService:
                 charges=step.charges,
             )
         )
+        if answer.status != "admitted":
+            await self.outbox.not_admitted(intent, answer.status)
         if answer.status == "admitted":
             assert answer.receipt_position is not None
             if declared is not None:

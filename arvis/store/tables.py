@@ -87,6 +87,10 @@ runs = Table(
     Column("audit_incomplete", Boolean, nullable=False, server_default=text("false")),
     Column("audit_incomplete_reason", Text),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    # The first position where the run's evidence was found broken, and what was found
+    # (revision 0010): served answers of the run are refused from then on.
+    Column("evidence_broken_at", BigInteger),
+    Column("evidence_fault", Text),
     PrimaryKeyConstraint("tenant_id", "run_id"),
     ForeignKeyConstraint(["plan_id"], ["tool_plans.plan_id"]),
     _tenant_check(),
