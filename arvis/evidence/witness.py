@@ -142,7 +142,10 @@ class FileWitness:
     async def records(self, tenant_id: str, run_id: str) -> list[dict[str, Any]]:
         """The run's records in this file and its rotations, oldest first (read off
         the event loop)."""
-        return await asyncio.to_thread(run_records, self.path, tenant_id, run_id)
+        try:
+            return await asyncio.to_thread(run_records, self.path, tenant_id, run_id)
+        except FileNotFoundError:  # rotated between listing the files and opening one
+            return await asyncio.to_thread(run_records, self.path, tenant_id, run_id)
 
     def _append(self, line: bytes) -> None:
         while True:
