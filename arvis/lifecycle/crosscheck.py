@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from arvis.domain.artifacts import intent_commitment
 from arvis.domain.canonical import canonical_bytes, sha256_hex
 from arvis.domain.checkpoints import Checkpoint, signed_text
+from arvis.domain.errors import ArvisError
 from arvis.lifecycle.ports import ChainRow
 
 WITNESS_GRACE_S = 10.0
@@ -68,7 +69,15 @@ class ChainFacts:
         self.settled[intent_id] = position
         if '"receipt"' not in body:
             return
-        fields = json.loads(body)
+        try:
+            fields = json.loads(body)
+        except ValueError:
+            fields = None
+        if not isinstance(fields, dict):
+            # Only a writer who recomputed the hashes gets here: bodies ARVIS writes are JSON.
+            if self.unfaithful is None:
+                self.unfaithful = (position, "entry altered: its body is not a JSON object")
+            return
         receipt = fields.get("receipt")
         if not isinstance(receipt, dict) or not isinstance(receipt.get("intent_commitment"), str):
             return
@@ -84,8 +93,13 @@ def _unfaithful(row: ChainRow, body: Mapping[str, Any], commitment: str) -> str 
     """Why the entry does not settle the intent its receipt commits to; None when it does
     (or when the entry predates the fields that say so)."""
     payload = body.get("payload")
-    if payload is not None and sha256_hex(canonical_bytes(payload)) != body.get("payload_digest"):
-        return "entry altered: its payload is not the one its digest names"
+    if payload is not None:
+        try:
+            digest = sha256_hex(canonical_bytes(payload))
+        except ArvisError:
+            digest = None
+        if digest != body.get("payload_digest"):
+            return "entry altered: its payload is not the one its digest names"
     context, capability = body.get("context"), body.get("capability")
     if not isinstance(context, dict) or not isinstance(capability, dict) or row[6] is None:
         return None
@@ -103,7 +117,7 @@ def _unfaithful(row: ChainRow, body: Mapping[str, Any], commitment: str) -> str 
             attempt=row[6],
             capability_id=str(capability["id"]),
         )
-    except KeyError:
+    except (KeyError, TypeError):
         return None
     if recomputed != commitment:
         return "entry altered: it does not settle the intent its receipt commits to"

@@ -166,3 +166,21 @@ def test_a_run_s_records_are_read_back_and_no_other_run_s(tmp_path: Path) -> Non
     assert [r["position"] for r in found] == list(range(1, 40))
     assert {r["run_id"] for r in found} == {"run-1"}
     assert run_records(path, "globex", "run-1") == []
+
+
+def test_a_receipt_bearing_body_that_is_not_json_is_named_not_a_crash() -> None:
+    facts = ChainFacts()
+    row = (1, GENESIS_HASH, "1" * 64, "execution", "c1", "k" * 64, 1, "int-1",
+           "EFFECT_COMPLETED", NOW, '"receipt" but no JSON')  # fmt: skip
+    facts.visit(row)
+    assert facts.unfaithful == (1, "entry altered: its body is not a JSON object")
+
+
+@pytest.mark.parametrize("principal", ["agent-7", "agenté", 'quote" and \\ and \n'])
+def test_a_commitment_s_canonical_text_is_rfc_8785(principal: str) -> None:
+    import rfc8785
+
+    from arvis.domain.canonical import canonical_flat
+
+    fields: dict[str, str | int] = {"principal_id": principal, "attempt": 3, "tool": "echo"}
+    assert canonical_flat(fields) == rfc8785.dumps(fields)
