@@ -32,18 +32,21 @@ from arvis.domain.errors import ArvisError, ConfigurationError
 from arvis.domain.ids import InstanceId
 from arvis.domain.sections import parse_section
 from arvis.evidence.setup import Evidence, load_evidence
+from arvis.evidence.witness import FileWitness
 from arvis.lifecycle.admission import AdmissionService
 from arvis.lifecycle.authorization import ToolAuthorizationService
 from arvis.lifecycle.budget_report import BudgetReports
 from arvis.lifecycle.budgets import Budgets, parse_budgets_config
 from arvis.lifecycle.checkpoints import Checkpointer
 from arvis.lifecycle.clock import SystemClock
+from arvis.lifecycle.crosscheck import TrustedKey
 from arvis.lifecycle.effects import EffectDispatcher
 from arvis.lifecycle.engines import build_policy
+from arvis.lifecycle.evidence import EvidenceService, WitnessSource
 from arvis.lifecycle.lease import InstanceLease
 from arvis.lifecycle.manager import ToolManager
 from arvis.lifecycle.notify import NotificationDeliverer, load_notifications
-from arvis.lifecycle.outbox import IntentOutboxService, IntentWitness
+from arvis.lifecycle.outbox import IntentOutboxService
 from arvis.lifecycle.policy import (
     RulePolicy,
     ToolPolicy,
@@ -61,6 +64,7 @@ from arvis.lifecycle.resolution import (
 )
 from arvis.lifecycle.settlement import Settlement
 from arvis.lifecycle.syscalls import SyscallHandler, SyscallObserver, SyscallTracer
+from arvis.lifecycle.witnessing import Witness, WitnessFeed
 from arvis.mcp.pool import McpUpstreams
 from arvis.store.audit import AuditHost, PgPlanStore
 from arvis.store.checkpoints import PgCheckpoints
@@ -68,7 +72,7 @@ from arvis.store.database import PgStore, resolve_database
 from arvis.store.keys import PgKeyStore
 from arvis.store.outbox import PgOutbox
 from arvis.store.sessions import PgSessionStore
-from arvis.store.stats import audit_incomplete_runs
+from arvis.store.stats import audit_incomplete_runs, evidence_broken_runs
 from arvis.telemetry import load_tracing, telemetry_settings
 from arvis.tools.base import Tool
 from arvis.tools.dispatcher import ToolDispatcher
@@ -98,6 +102,8 @@ class Lifecycle:
     """Resolving uncertain attempts (issue 16)."""
     reconciler: Reconciler
     budgets: BudgetReports
+    witness_feed: WitnessFeed | None = None
+    """Hands every entry this process appends to the witness (issue 23); None: no witness."""
     """The ``[[budgets]]`` admission charges, and their use (``GET /v1/budgets``)."""
 
 
@@ -120,8 +126,10 @@ def compose_lifecycle(
     reconcile: ReconcileSettings | None = None,
     tracer: SyscallTracer | None = None,
     budgets: Budgets | None = None,
-    witness: IntentWitness | None = None,
+    witness: Witness | None = None,
     served_run: str | None = None,
+    trusted_key: TrustedKey | None = None,
+    witness_source: WitnessSource | None = None,
 ) -> Lifecycle:
     """Wire the lifecycle of DESIGN §2 around a store and a tool set.
 
@@ -133,6 +141,10 @@ def compose_lifecycle(
     ``budgets`` are the ``[[budgets]]`` each admission is charged to (none by default).
     Nothing is admitted until the lease is claimed (``Kernel.start`` does, with the
     background heartbeat; a test composition claims it itself).
+    ``witness`` is told of every intent before its admission and of every entry this
+    process appends after it committed; ``trusted_key`` and ``witness_source`` (a witness
+    that can be read back) are what verify, replay and deduplicated answers check a run
+    with (issue 23).
     """
     clock = clock or SystemClock()
     instance_id = instance_id or new_instance_id()
@@ -150,6 +162,21 @@ def compose_lifecycle(
     )
     reconciler = Reconciler(lifecycle_store, plans, resolutions, reconcile)
     sweeper = RecoverySweeper(lifecycle_store, clock, reconciler=reconciler)
+    evidence = EvidenceService(
+        lifecycle_store,
+        clock,
+        key=trusted_key,
+        witness=witness_source,
+        flags=PgCheckpoints(store.engine),
+    )
+    feed = None
+    if witness is not None:
+        feed = WitnessFeed(witness)
+        store.ops.append_observers.append(feed.note)
+        # A verify first hands the witness what this process appended; a witness that
+        # is failing does not hold it up for long (what is pending is within the grace).
+        evidence.before_witness.append(lambda: feed.drain(1.0))
+        evidence.pending.append(feed.pending_records)
     admission = AdmissionService(
         store=lifecycle_store,
         plans=plans,
@@ -157,6 +184,7 @@ def compose_lifecycle(
         outbox=IntentOutboxService(audit_sink, store.fingerprint, witness),
         clock=clock,
         confirmation_ttl_s=confirmation_ttl.total_seconds(),
+        evidence=evidence,
     )
     handler = SyscallHandler(
         admission=admission,
@@ -173,13 +201,14 @@ def compose_lifecycle(
         plans=plans,
         handler=handler,
         manager=ToolManager(lifecycle_store, clock, allow_self_approval=allow_self_approval),
-        replay=ReplayService(lifecycle_store),
+        replay=ReplayService(lifecycle_store, evidence),
         policy=policy,
         lease=lease,
         sweeper=sweeper,
         resolutions=resolutions,
         reconciler=reconciler,
         budgets=BudgetReports(lifecycle_store, budgets, clock),
+        witness_feed=feed,
     )
 
 
@@ -228,6 +257,10 @@ class Kernel:
         """How many runs, over all tenants, are flagged audit-incomplete (``/metrics``)."""
         return await audit_incomplete_runs(self.store.engine)
 
+    async def evidence_broken_runs(self) -> int:
+        """How many runs, over all tenants, were found with broken evidence (``/metrics``)."""
+        return await evidence_broken_runs(self.store.engine)
+
     async def start(self) -> None:
         """Claim this process's lease, settle what earlier lives left behind, and
         keep beating and sweeping (DESIGN §6). Nothing is admitted before this."""
@@ -259,6 +292,12 @@ class Kernel:
         if self.checkpointer is not None:
             # The runs this process appended to are signed before it goes.
             await self.checkpointer.flush()
+        feed = self.lifecycle.witness_feed
+        if feed is not None:
+            # What the witness has not taken yet is logged by position: verify will
+            # show those entries as not witnessed.
+            await feed.drain(self.settings.shutdown_grace_s)
+            feed.abandon()
         await self.upstreams.aclose()
         await self.http.aclose()
         await self.store.close()
@@ -460,6 +499,8 @@ async def build_kernel(
         budgets=budgets,
         witness=evidence.witness,
         served_run=settings.turn_run_id,
+        trusted_key=evidence.public_key,
+        witness_source=evidence.witness if isinstance(evidence.witness, FileWitness) else None,
     )
     checkpointer = None
     if evidence.signing_key is not None:
@@ -468,6 +509,7 @@ async def build_kernel(
             PgCheckpoints(store.engine),
             lifecycle.handler.clock,
             evidence.policy,
+            journal=store.ops,
             witness=evidence.witness,
         )
         store.ops.append_observers.append(checkpointer.note)

@@ -30,6 +30,8 @@ from bench.scaling import FULL as SCALING_FULL
 from bench.scaling import QUICK as SCALING_QUICK
 from bench.scaling import measure_scaling
 from bench.scaling import render as render_scaling
+from bench.served import measure_served
+from bench.served import render as render_served
 from bench.sidebyside import measure_side_by_side
 from bench.startup import measure_startup
 from bench.startup import render as render_startup
@@ -78,6 +80,8 @@ def main() -> None:
         print(render_scaling(results["scaling"]))
     if "evidence" in results:
         print(render_evidence(results["evidence"]))
+    if "served" in results:
+        print(render_served(results["served"]))
     print(f"\nwritten: {RESULTS / 'latest.json'}")
     if results["failures"]:
         sys.exit(1)
@@ -86,8 +90,9 @@ def main() -> None:
 FIGURES = ("sidebyside", "roundtrips", "profile", "writeset", "http", "growth", "policies")
 # Figures 8 and 9 (docs/deploy.md, docs/scaling.md) run only when named: --only startup scaling.
 DEPLOY_FIGURES = ("startup", "scaling")
-# Figure 11 (issue 19: checkpoints and the witness) runs only when named: --only evidence.
-OPT_IN_FIGURES = ("evidence",)
+# Figure 11 (issue 19: checkpoints and the witness) and figure 12 (issue 23: what is served
+# is verified, every entry witnessed) run only when named: --only evidence served.
+OPT_IN_FIGURES = ("evidence", "served")
 # The names of the separate figures 1-3, which now run together, still select them.
 ALIASES = {"floor": "sidebyside", "kernel": "sidebyside", "peer": "sidebyside"}
 
@@ -146,6 +151,9 @@ def run(sizes: Sizes, mode: str, only: set[str]) -> dict[str, Any]:
                     syscalls=sizes.kernel_syscalls,
                     warmup=min(100, sizes.kernel_syscalls),
                 )
+            ),
+            "served": lambda: asyncio.run(
+                measure_served(url, rounds=sizes.rounds, syscalls=sizes.kernel_syscalls)
             ),
         }
         for name in FIGURES + DEPLOY_FIGURES + OPT_IN_FIGURES:

@@ -41,6 +41,7 @@ def _checkpoint(kernel: Kernel, witness: FileWitness | None) -> Checkpointer:
         PgCheckpoints(kernel.store.engine),
         SystemClock(),
         CheckpointPolicy(every=EVERY, idle_s=0),
+        journal=kernel.store.ops,
         witness=witness,
     )
     kernel.store.ops.append_observers.append(checkpointer.note)

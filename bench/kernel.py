@@ -13,10 +13,10 @@ from arvis.bootstrap import Lifecycle, compose_lifecycle
 from arvis.domain.identity import Identity
 from arvis.domain.ids import PrincipalId, TenantId
 from arvis.lifecycle.budgets import Budgets
-from arvis.lifecycle.outbox import IntentWitness
 from arvis.lifecycle.policy import ToolPolicy
 from arvis.lifecycle.recovery import RecoveryRuntime
 from arvis.lifecycle.results import Syscall
+from arvis.lifecycle.witnessing import Witness
 from arvis.store.database import PgStore
 from arvis.tools.builtins import builtin_tools
 
@@ -73,7 +73,7 @@ async def open_kernel(
     *,
     policy: ToolPolicy | None = None,
     budgets: Budgets | None = None,
-    witness: IntentWitness | None = None,
+    witness: Witness | None = None,
 ) -> AsyncIterator[Kernel]:
     """The composition the tests use (compose_lifecycle) on a migrated database, with the
     default rules unless ``policy`` says otherwise, and no budgets or witness unless given."""

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from arvis.lifecycle.results import SyscallResult
+from arvis.lifecycle.witnessing import WitnessFeed
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -29,6 +30,31 @@ class ShadowDisagreements(Collector):
         for kind, count in sorted((self.counts or {}).items()):
             family.add_metric((kind,), count)
         yield family
+
+
+class WitnessBacklog(Collector):
+    """``arvis_witness_entries_pending`` and ``arvis_witness_entry_failures_total``: the
+    entries this process appended that the witness has not taken yet, and the writes it
+    refused (each retried), read from the feed at scrape time (issue 23)."""
+
+    def __init__(self) -> None:
+        self.feed: WitnessFeed | None = None
+
+    def collect(self) -> Iterator[Metric]:
+        if self.feed is None:
+            return
+        pending = GaugeMetricFamily(
+            "arvis_witness_entries_pending",
+            "Journal entries appended by this process and not yet taken by the witness",
+        )
+        pending.add_metric((), self.feed.pending)
+        yield pending
+        failures = CounterMetricFamily(
+            "arvis_witness_entry_failures",
+            "Writes of journal entries the witness refused (each retried)",
+        )
+        failures.add_metric((), self.feed.failures)
+        yield failures
 
 
 class ApiMetrics:
@@ -64,8 +90,15 @@ class ApiMetrics:
             "Runs flagged audit-incomplete (all tenants), as of the last scrape",
             registry=self.registry,
         )
+        self.evidence_broken_runs = Gauge(
+            "arvis_evidence_broken_runs",
+            "Runs whose evidence was found broken (all tenants): nothing of them is served",
+            registry=self.registry,
+        )
         self.shadow_disagreements = ShadowDisagreements()
         self.registry.register(self.shadow_disagreements)
+        self.witness_backlog = WitnessBacklog()
+        self.registry.register(self.witness_backlog)
 
     # The lifecycle's SyscallObserver (arvis.lifecycle.syscalls): every syscall is
     # counted by the handler, whichever entry point (HTTP, its fast lane, /mcp) it took.

@@ -66,6 +66,15 @@ class VerifyOut(_Out):
     rewritten_before: int | None = None
     """A signed checkpoint disagrees with the chain: the run was rewritten before this
     position, even if every hash links."""
+    unsigned: int | None = None
+    """Entries after the last signed checkpoint (the witness covers them); null when the
+    deployment has no public key configured."""
+    witness: str | None = None
+    """The first disagreement with the deployment's file witness, or null (none found,
+    or no witness that can be read back)."""
+    flagged: str | None = None
+    """The run's evidence was found broken before (by the checkpointer, a verify, a
+    replay or a deduplicated answer), and what was found; null: never."""
 
 
 class ReplayOut(_Out):

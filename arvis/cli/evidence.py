@@ -16,9 +16,9 @@ from arvis.domain.errors import ArvisError
 from arvis.domain.ids import RunId, TenantId
 from arvis.evidence.bundle import build_bundle, verify_bundle
 from arvis.evidence.keys import PublicKey, SigningKey
-from arvis.evidence.verify import EvidenceReport, verify_stored_run
 from arvis.evidence.witness import read_witness
 from arvis.lifecycle.errors import NotFound
+from arvis.lifecycle.evidence import EvidenceReport, verify_run
 from arvis.store.audit import PgPlanStore
 
 signing_app = typer.Typer(
@@ -86,12 +86,20 @@ def export(
 
     async def use(kernel: Kernel) -> bytes:
         key = given or kernel.evidence.public_key
-        # Checkpoints first: each covers a head the chain, read after, already has.
-        signed = await kernel.checkpoints.checkpoints(TenantId(tenant), RunId(run))
+        # With the signing key here, the bundle's last entry is signed too (when the
+        # chain descends from the head signed last), so nothing in it is unverified.
+        checkpointer = kernel.checkpointer
+        if checkpointer is not None and not await checkpointer.sign_head(tenant, run):
+            typer.echo(
+                f"arvis: warning: the head of run {run} was not signed (see the log):"
+                " its last entries will not verify with the public key",
+                err=True,
+            )
         async with kernel.store.ops.reading() as reads:
             record = await reads.run(TenantId(tenant), RunId(run))
             if record is None:
                 raise NotFound(f"no run {run} in tenant {tenant}")
+            signed = await reads.checkpoints(TenantId(tenant), RunId(run))
             definitions = await PgPlanStore(kernel.store.engine).load_plan(record.plan_id)
             plans = {} if definitions is None else {str(record.plan_id): definitions}
             return await build_bundle(reads, TenantId(tenant), RunId(run), plans, signed, key)
@@ -105,15 +113,18 @@ def export(
         typer.echo(f"wrote the bundle of run {run} ({len(data)} bytes) to {output}", err=True)
 
 
-def verify_bundle_file(bundle: Path, public_key: Path | None, json_out: bool) -> None:
+def verify_bundle_file(
+    bundle: Path, public_key: Path | None, witness: Path | None, json_out: bool
+) -> None:
     """``arvis verify --bundle FILE``: offline, no database, no settings needed."""
     trusted = _public_key(public_key)
+    records = None if witness is None else _witness_records(witness)
     try:
         data = bundle.read_bytes()
     except OSError as exc:
         fail(f"cannot read {bundle}: {exc.strerror}", 2)
     try:
-        report = asyncio.run(verify_bundle(data, trusted))
+        report = asyncio.run(verify_bundle(data, trusted, records))
     except ArvisError as exc:
         if json_out:
             emit_json({"ok": False, "problem": exc.message})
@@ -124,16 +135,35 @@ def verify_bundle_file(bundle: Path, public_key: Path | None, json_out: bool) ->
         emit_json(report.as_json())
     elif report.ok:
         key = "no key" if report.key_id is None else f"key {report.key_id}"
-        trust = "trusted key given" if trusted is not None else "compare the key id"
+        head = (
+            "no signed head"
+            if report.signed_at is None
+            else f"last signed head: {report.signed_length} entries at {report.signed_at}"
+        )
+        if trusted is not None:
+            trust = "trusted key given: every entry covered"
+        else:
+            trust = "no trusted key given: compare the key id"
+            if report.unverified:
+                trust += f"; {report.unverified} entries after the last signed head"
         typer.echo(
             f"bundle of run {report.run_id} (tenant {report.tenant_id}): intact,"
             f" {report.entries} entries, {report.checkpoints} checkpoints signed by {key}"
-            f" ({trust})"
+            f" ({trust}; {head})"
         )
+    elif report.unverified:
+        typer.echo(f"bundle of run {report.run_id}: NOT VERIFIED: {report.problem}")
     else:
         typer.echo(f"bundle of run {report.run_id}: INVALID: {report.problem}")
     if not report.ok:
         raise typer.Exit(1)
+
+
+def _witness_records(witness: Path) -> list[dict[str, Any]]:
+    try:
+        return [record for _, _, record in read_witness(witness)]
+    except (OSError, ValueError) as exc:
+        fail(f"cannot read the witness {witness}: {exc}", 2)
 
 
 def verify_with_evidence(
@@ -143,42 +173,50 @@ def verify_with_evidence(
     witness: Path | None,
     json_out: bool,
 ) -> None:
-    """``arvis verify RUN`` with ``--public-key`` and/or ``--witness``."""
+    """``arvis verify RUN`` with ``--public-key`` and/or ``--witness``: the auditor's own
+    key and witness in place of the deployment's (the same check; nothing is flagged)."""
     trusted = _public_key(public_key)
-    records: list[dict[str, Any]] | None = None
-    if witness is not None:
-        try:
-            records = [record for _, _, record in read_witness(witness)]
-        except (OSError, ValueError) as exc:
-            fail(f"cannot read the witness {witness}: {exc}", 2)
+    records = None if witness is None else _witness_records(witness)
 
     async def use(kernel: Kernel) -> EvidenceReport:
-        try:
-            return await verify_stored_run(
-                kernel.store.ops,
-                kernel.checkpoints,
-                TenantId(tenant),
-                RunId(run),
-                trusted,
-                records,
-            )
-        except LookupError:
-            raise NotFound(f"no run {run} in tenant {tenant}") from None
+        async with kernel.store.ops.reading() as reads:
+            try:
+                return await verify_run(
+                    reads,
+                    TenantId(tenant),
+                    RunId(run),
+                    key=trusted,
+                    witness=records,
+                    now=kernel.lifecycle.handler.clock.now(),
+                )
+            except LookupError:
+                raise NotFound(f"no run {run} in tenant {tenant}") from None
 
     report = with_kernel(use)
+    print_report(run, report, json_out, key=trusted is not None, witness=witness is not None)
+
+
+def print_report(
+    run: str, report: EvidenceReport, json_out: bool, *, key: bool, witness: bool
+) -> None:
+    """What ``arvis verify RUN`` prints; exits 1 when the run does not verify."""
     if json_out:
         emit_json(report.as_json())
     elif report.ok:
         parts = [f"chain intact, {report.entries} entries"]
-        if trusted is not None:
+        if key:
             parts.append(f"{report.checkpoints} signed checkpoints hold")
-        if witness is not None:
+            if report.unsigned:
+                parts.append(f"{report.unsigned} entries after the last one")
+        if witness:
             parts.append("the witness agrees")
         typer.echo(f"run {run}: " + ", ".join(parts))
     elif report.witness is not None:
         typer.echo(f"run {run}: the witness DISAGREES: {report.witness}")
     elif report.rewritten_before is not None:
         typer.echo(f"run {run}: REWRITTEN: {report.reason}")
+    elif report.flagged is not None and report.reason and report.reason.startswith("flagged"):
+        typer.echo(f"run {run}: evidence found BROKEN before: {report.flagged}")
     else:
         typer.echo(f"run {run}: chain BROKEN at position {report.broken_at}: {report.reason}")
     if not report.ok:

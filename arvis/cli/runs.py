@@ -14,6 +14,7 @@ from arvis.cli.common import JsonFlag, fail, settings_or_exit, with_kernel
 from arvis.cli.output import emit_json, outcome_table, table
 from arvis.domain.errors import ArvisError
 from arvis.domain.ids import RunId, TenantId
+from arvis.lifecycle.evidence import EvidenceReport
 from arvis.lifecycle.results import SyscallResult
 from arvis.tools.describe import describe_plan
 
@@ -101,12 +102,15 @@ def verify(
     ] = None,
     json_out: JsonFlag = False,
 ) -> None:
-    """Recompute the run's hash chain (and its checkpoints, its witness). Exits 1 when
-    it is broken, rewritten or disputed."""
+    """Recompute the run's hash chain, check its signed checkpoints and its witness.
+    Without --public-key or --witness, with the deployment's configured key and file
+    witness (what GET /v1/runs/{id}/verify answers). Exits 1 when it is broken,
+    rewritten or disputed, or (a bundle with a trusted key) not covered by signed
+    checkpoints."""
     if bundle is not None:
         if run is not None:
             fail("give a run or --bundle, not both", 2)
-        evidence.verify_bundle_file(bundle, public_key, json_out)
+        evidence.verify_bundle_file(bundle, public_key, witness, json_out)
         return
     if run is None or tenant is None:
         fail("name the run and --tenant (or give --bundle FILE)", 2)
@@ -115,24 +119,14 @@ def verify(
         return
     tenant_id = tenant
 
-    async def use(kernel: Kernel) -> dict[str, Any]:
+    async def use(kernel: Kernel) -> tuple[EvidenceReport, bool, bool]:
+        # The deployment's own key and witness: the verification the API answers.
         report = await kernel.lifecycle.replay.verify(TenantId(tenant_id), RunId(run))
-        return {
-            "ok": report.ok,
-            "entries": report.entries,
-            "broken_at": report.broken_at,
-            "reason": report.reason,
-        }
+        evidence_service = kernel.lifecycle.replay.evidence
+        return report, evidence_service.key is not None, evidence_service.witness is not None
 
-    report = with_kernel(use)
-    if json_out:
-        emit_json(report)
-    elif report["ok"]:
-        typer.echo(f"run {run}: chain intact, {report['entries']} entries")
-    else:
-        typer.echo(f"run {run}: chain BROKEN at position {report['broken_at']}: {report['reason']}")
-    if not report["ok"]:
-        raise typer.Exit(1)
+    report, keyed, witnessed = with_kernel(use)
+    evidence.print_report(run, report, json_out, key=keyed, witness=witnessed)
 
 
 def replay(run: RunArgument, tenant: TenantOption, json_out: JsonFlag = False) -> None:

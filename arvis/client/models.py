@@ -202,6 +202,12 @@ class Verification(_Wire):
     """Signed checkpoints that held; null when the server has no public key configured."""
     rewritten_before: int | None = None
     """A signed checkpoint disagrees: the run was rewritten before this position."""
+    unsigned: int | None = None
+    """Entries after the last signed checkpoint; null without a public key."""
+    witness: str | None = None
+    """The first disagreement with the server's file witness, or null."""
+    flagged: str | None = None
+    """The run's evidence was found broken before, and what was found; null: never."""
 
 
 class ReplayPage(_Wire):

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from arvis.domain.canonical import canonical_bytes, sha256_hex
+from arvis.domain.canonical import canonical_flat, sha256_hex
 from arvis.domain.context import AuthorizedEffectContext
 from arvis.domain.ids import (
     CapabilityId,
@@ -41,23 +41,54 @@ class Intent(BaseModel):
     @property
     def commitment(self) -> str:
         """SHA-256 over the canonical intent: what the receipt must name."""
-        return sha256_hex(
-            canonical_bytes(
-                {
-                    "intent_id": self.intent_id,
-                    "tenant_id": self.context.tenant_id,
-                    "run_id": self.context.run_id,
-                    "causal_id": self.context.causal_id,
-                    "principal_id": self.context.principal_id,
-                    "tool": self.tool,
-                    "plan_id": self.plan_id,
-                    "payload_digest": self.payload.digest,
-                    "idempotency_key": self.idempotency_key,
-                    "attempt": self.attempt,
-                    "capability_id": self.capability_id,
-                }
-            )
+        return intent_commitment(
+            intent_id=self.intent_id,
+            tenant_id=self.context.tenant_id,
+            run_id=self.context.run_id,
+            causal_id=self.context.causal_id,
+            principal_id=self.context.principal_id,
+            tool=self.tool,
+            plan_id=self.plan_id,
+            payload_digest=self.payload.digest,
+            idempotency_key=self.idempotency_key,
+            attempt=self.attempt,
+            capability_id=self.capability_id,
         )
+
+
+def intent_commitment(
+    *,
+    intent_id: str,
+    tenant_id: str,
+    run_id: str,
+    causal_id: str,
+    principal_id: str,
+    tool: str,
+    plan_id: str,
+    payload_digest: str,
+    idempotency_key: str,
+    attempt: int,
+    capability_id: str,
+) -> str:
+    """An intent's commitment from its fields: what admission computed, and what a
+    verifier recomputes from the entry that settled it (issue 23)."""
+    return sha256_hex(
+        canonical_flat(
+            {
+                "intent_id": intent_id,
+                "tenant_id": tenant_id,
+                "run_id": run_id,
+                "causal_id": causal_id,
+                "principal_id": principal_id,
+                "tool": tool,
+                "plan_id": plan_id,
+                "payload_digest": payload_digest,
+                "idempotency_key": idempotency_key,
+                "attempt": attempt,
+                "capability_id": capability_id,
+            }
+        )
+    )
 
 
 class AuditReceipt(BaseModel):

@@ -87,6 +87,18 @@ def canonical_bytes(value: Any) -> bytes:
         raise PayloadError(str(exc)) from exc
 
 
+def canonical_flat(fields: dict[str, str | int]) -> bytes:
+    """:func:`canonical_bytes` of a flat object of ASCII keys, texts and integers (an
+    intent's commitment fields), without walking it first: the same bytes, cheaper."""
+    for value in fields.values():
+        if type(value) is int and not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            return canonical_bytes(fields)
+    try:
+        return _PLAIN.encode(fields).encode("utf-8")
+    except UnicodeEncodeError:
+        return canonical_bytes(fields)
+
+
 _PLAIN_NODES = 100_000
 
 

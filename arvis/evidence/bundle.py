@@ -10,22 +10,33 @@ checkpoint's signature. The key embedded in a bundle proves nothing by itself
 (whoever rewrote the bundle could have signed with a key of their own): an auditor
 compares the key id printed with the deployment's published one, or passes
 ``--public-key``.
+
+What a trusted key covers (DESIGN §10): with ``--public-key``, an entry is verified
+only when a checkpoint that key signed covers it (its length is at or past the
+entry's position), or when a witness the auditor passes (``--witness``) holds it with
+its hash. Entries covered by neither are reported unverified, with how many, and the
+bundle does not verify: edited entries under removed checkpoints, or a bundle with no
+checkpoints at all, never pass. Witness lines inside a bundle would prove nothing
+(whoever edits the bundle edits them too), so a bundle carries none. What no bundle
+can show is that the run had no entries after its last signed head: the verifier
+prints that head's length and time.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
 from arvis.domain.canonical import canonical_bytes, sha256_hex
-from arvis.domain.checkpoints import Checkpoint, check_checkpoints, public_key_id
+from arvis.domain.checkpoints import Checkpoint, check_checkpoints, public_key_id, signed_text
 from arvis.domain.definitions import ToolDefinition
 from arvis.domain.errors import ArvisError
 from arvis.domain.ids import PlanId, RunId, TenantId
 from arvis.evidence.keys import PublicKey, SigningKeyError
-from arvis.evidence.verify import ChainFacts
+from arvis.lifecycle.crosscheck import ChainFacts, cross_check
 from arvis.lifecycle.journal import VERIFY_PAGE, recorded_text, walk
 from arvis.lifecycle.ports import ChainRow, LifecycleReads, RunRecord
 from arvis.tools.plans import derive_plan_id
@@ -107,6 +118,15 @@ class BundleReport:
     key_id: str | None
     problem: str | None = None
     broken_at: int | None = None
+    trusted: bool = False
+    """A trusted key was given: ``ok`` means every entry is covered by its checkpoints
+    (or the witness given)."""
+    signed_length: int = 0
+    """The length of the last checkpoint that held (0: none)."""
+    signed_at: str | None = None
+    """When that checkpoint was signed."""
+    unverified: int = 0
+    """Entries no checkpoint that held, and no witness given, covers."""
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -118,6 +138,10 @@ class BundleReport:
             "key_id": self.key_id,
             "problem": self.problem,
             "broken_at": self.broken_at,
+            "trusted": self.trusted,
+            "signed_length": self.signed_length,
+            "signed_at": self.signed_at,
+            "unverified": self.unverified,
         }
 
 
@@ -182,8 +206,13 @@ def _rows(entries: list[Any]) -> list[ChainRow]:
     return rows
 
 
-async def verify_bundle(data: bytes, trusted: PublicKey | None = None) -> BundleReport:
-    """Check a bundle with nothing but its bytes (and, optionally, the trusted key)."""
+async def verify_bundle(
+    data: bytes,
+    trusted: PublicKey | None = None,
+    witness: Iterable[Mapping[str, Any]] | None = None,
+) -> BundleReport:
+    """Check a bundle with nothing but its bytes (and, optionally, the trusted key and
+    the records of a witness)."""
     content = _parse(data)
     tenant_id, run_id = str(content.get("tenant_id")), str(content.get("run_id"))
     try:
@@ -213,6 +242,8 @@ async def verify_bundle(data: bytes, trusted: PublicKey | None = None) -> Bundle
             key_id=None if key_fields is None else str(key_fields.get("key_id")),
             problem=problem,
             broken_at=extra.pop("broken_at", None),
+            trusted=trusted is not None,
+            **extra,
         )
 
     facts = ChainFacts()
@@ -221,6 +252,8 @@ async def verify_bundle(data: bytes, trusted: PublicKey | None = None) -> Bundle
     )
     if not chain.ok:
         return report(f"chain broken: {chain.reason}", broken_at=chain.broken_at)
+    if facts.unfaithful is not None:
+        return report(facts.unfaithful[1], broken_at=facts.unfaithful[0])
     problem = _check_plans(plans, run.plan_id)
     if problem is not None:
         return report(problem)
@@ -240,18 +273,77 @@ async def verify_bundle(data: bytes, trusted: PublicKey | None = None) -> Bundle
         key = trusted
     if checkpoints and key is None:
         return report("the bundle has checkpoints and no key to check them with")
-    if key is None:
-        return report(None)
-    checked = check_checkpoints(
-        checkpoints,
-        tenant_id=tenant_id,
-        run_id=run_id,
-        hashes=facts.hashes,
-        length=chain.entries,
-        key_id=key.key_id,
-        signature_ok=key.verifies,
-    )
-    return report(checked.problem, checked=checked.checked, broken_at=checked.rewritten_before)
+    checked, last = 0, None
+    if key is not None:
+        held = check_checkpoints(
+            checkpoints,
+            tenant_id=tenant_id,
+            run_id=run_id,
+            hashes=facts.hashes,
+            length=chain.entries,
+            key_id=key.key_id,
+            signature_ok=key.verifies,
+        )
+        if not held.ok:
+            return report(held.problem, checked=held.checked, broken_at=held.rewritten_before)
+        checked = held.checked
+        last = max(checkpoints, key=lambda c: c.length, default=None)
+    signed_length = 0 if last is None else last.length
+    signed: dict[str, Any] = {"signed_length": signed_length}
+    if last is not None:
+        signed["signed_at"] = signed_text(last.signed_at)
+    witnessed = 0
+    if witness is not None:
+        records = list(witness)
+        disagreement = cross_check(
+            records, tenant_id, run_id, facts, checkpoints, key, length=chain.entries, prefix=True
+        )
+        if disagreement is not None:
+            return report(
+                f"the witness disagrees: {disagreement[1]}",
+                checked=checked,
+                broken_at=disagreement[0],
+                **signed,
+            )
+        witnessed = _witnessed_tail(records, tenant_id, run_id, facts, signed_length)
+    covered = signed_length + witnessed
+    unverified = chain.entries - covered
+    if trusted is not None and unverified > 0:
+        by = "the trusted key" + (" or the witness given" if witness is not None else "")
+        return report(
+            f"{unverified} of {chain.entries} entries (positions {covered + 1} to"
+            f" {chain.entries}) are not covered by a checkpoint signed by {by}: unverified",
+            checked=checked,
+            broken_at=covered + 1,
+            unverified=unverified,
+            **signed,
+        )
+    return report(None, checked=checked, unverified=unverified, **signed)
+
+
+def _witnessed_tail(
+    records: list[Mapping[str, Any]],
+    tenant_id: str,
+    run_id: str,
+    facts: ChainFacts,
+    signed_length: int,
+) -> int:
+    """How many entries after ``signed_length`` the witness holds with their hash (the
+    cross-check passed, so from its first one to the end, without a gap)."""
+    positions = {
+        record["position"]
+        for record in records
+        if record.get("type") == "entry"
+        and record.get("tenant_id") == tenant_id
+        and record.get("run_id") == run_id
+        and facts.hashes.get(record["position"]) == record.get("entry_hash")
+    }
+    count = 0
+    for position in range(signed_length + 1, len(facts.hashes) + 1):
+        if position not in positions:
+            break
+        count += 1
+    return count
 
 
 def _check_plans(plans: Any, bound: str) -> str | None:

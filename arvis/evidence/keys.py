@@ -140,3 +140,7 @@ class SigningKey:
     def sign(self, data: bytes) -> str:
         """Base64 of the Ed25519 signature over ``data``."""
         return base64.b64encode(self._key.sign(data)).decode()
+
+    def verifies(self, checkpoint: Checkpoint) -> bool:
+        """True when ``checkpoint`` is signed by this key."""
+        return self.public.verifies(checkpoint)

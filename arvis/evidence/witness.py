@@ -1,14 +1,18 @@
-"""Witnesses: a copy of every receipt and checkpoint outside the database.
+"""Witnesses: a copy of every intent, journal entry and checkpoint outside the database.
 
-A witness is written before the admission statement commits (the intent's record)
-and after each checkpoint is stored. An intent the witness cannot take fails the
-admission closed (``503 audit_unavailable``: no tool body runs).
+A witness is written before the admission statement commits (the intent's record),
+after the admission statement answered that it did not admit an intent it was told
+of (an ``intent_void`` record), after each journal statement committed (the entry's
+position and hash, batched by :class:`arvis.lifecycle.witnessing.WitnessFeed`) and
+after each checkpoint is stored. An intent the witness cannot take fails the
+admission closed (``503 audit_unavailable``: no tool body runs); an entry it cannot
+take is retried in the background (the effect already happened, docs/journal-format.md).
 
 - :class:`FileWitness` appends JSON lines to a file opened ``O_APPEND`` and fsyncs
-  each one before it returns; it takes an exclusive ``flock`` around the write, so
-  several processes may share one file. It never truncates or rewrites: when the
-  file passes ``max_bytes`` it is renamed to the next free ``<path>.<n>`` (``.1``
-  is the oldest) and a new file is begun.
+  them before it returns (a batch of entries: one write, one fsync); it takes an
+  exclusive ``flock`` around the write, so several processes may share one file. It
+  never truncates or rewrites: when the file passes ``max_bytes`` it is renamed to
+  the next free ``<path>.<n>`` (``.1`` is the oldest) and a new file is begun.
 - :class:`HttpWitness` POSTs each record as JSON; a timeout, a transport error or
   a status other than 2xx is a failure.
 """
@@ -18,8 +22,9 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import json
+import mmap
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -32,6 +37,7 @@ from arvis.domain.checkpoints import Checkpoint
 from arvis.domain.errors import ConfigurationError
 from arvis.domain.sections import parse_section
 from arvis.lifecycle.journal import recorded_text
+from arvis.lifecycle.ports import JournalEntry
 
 WITNESS_FORMAT = "arvis-witness-v1"
 
@@ -70,6 +76,37 @@ def intent_record(intent: Intent, commitment: str, receipt: AuditReceipt | None)
     }
 
 
+def void_record(intent: Intent, status: str) -> dict[str, Any]:
+    """The admission statement did not admit the intent last witnessed under this id."""
+    context = intent.context
+    return {
+        "format": WITNESS_FORMAT,
+        "type": "intent_void",
+        "tenant_id": context.tenant_id,
+        "run_id": context.run_id,
+        "intent_id": intent.intent_id,
+        "status": status,
+    }
+
+
+def entry_record(entry: JournalEntry) -> dict[str, Any]:
+    """What the witness keeps of an entry just appended: enough to tell it was deleted,
+    moved or rewritten."""
+    return {
+        "format": WITNESS_FORMAT,
+        "type": "entry",
+        "tenant_id": entry.tenant_id,
+        "run_id": entry.run_id,
+        "position": entry.position,
+        "prev_hash": entry.prev_hash,
+        "entry_hash": entry.entry_hash,
+        "kind": entry.kind,
+        "causal_id": entry.causal_id,
+        "intent_id": entry.intent_id,
+        "recorded_at": recorded_text(entry.recorded_at),
+    }
+
+
 def checkpoint_record(checkpoint: Checkpoint) -> dict[str, Any]:
     return {"format": WITNESS_FORMAT, "type": "checkpoint", **checkpoint.as_record()}
 
@@ -91,8 +128,24 @@ class FileWitness:
     ) -> None:
         await asyncio.to_thread(self._append, _line(intent_record(intent, commitment, receipt)))
 
+    async def witness_void(self, intent: Intent, status: str) -> None:
+        await asyncio.to_thread(self._append, _line(void_record(intent, status)))
+
+    async def witness_entries(self, entries: Sequence[JournalEntry]) -> None:
+        """One write and one fsync for the whole batch."""
+        lines = b"".join(_line(entry_record(entry)) for entry in entries)
+        await asyncio.to_thread(self._append, lines)
+
     async def witness_checkpoint(self, checkpoint: Checkpoint) -> None:
         await asyncio.to_thread(self._append, _line(checkpoint_record(checkpoint)))
+
+    async def records(self, tenant_id: str, run_id: str) -> list[dict[str, Any]]:
+        """The run's records in this file and its rotations, oldest first (read off
+        the event loop)."""
+        try:
+            return await asyncio.to_thread(run_records, self.path, tenant_id, run_id)
+        except FileNotFoundError:  # rotated between listing the files and opening one
+            return await asyncio.to_thread(run_records, self.path, tenant_id, run_id)
 
     def _append(self, line: bytes) -> None:
         while True:
@@ -139,6 +192,14 @@ class HttpWitness:
         self, intent: Intent, commitment: str, receipt: AuditReceipt | None
     ) -> None:
         await self._post(intent_record(intent, commitment, receipt))
+
+    async def witness_void(self, intent: Intent, status: str) -> None:
+        await self._post(void_record(intent, status))
+
+    async def witness_entries(self, entries: Sequence[JournalEntry]) -> None:
+        """One POST per entry, in order (each record is one JSON object, as ever)."""
+        for entry in entries:
+            await self._post(entry_record(entry))
 
     async def witness_checkpoint(self, checkpoint: Checkpoint) -> None:
         await self._post(checkpoint_record(checkpoint))
@@ -207,3 +268,42 @@ def read_witness(path: Path) -> Iterator[tuple[str, int, dict[str, Any]]]:
                 if not isinstance(record, dict):
                     raise ValueError(f"{file}:{number} is not a JSON object")
                 yield str(file), number, record
+
+
+def run_records(path: Path, tenant_id: str, run_id: str) -> list[dict[str, Any]]:
+    """The records of one run in a file witness and its rotations, oldest first.
+
+    Lines are canonical JSON, so a run's records hold ``"run_id":"<id>"`` byte for
+    byte: each file is searched for that text first and only the lines holding it are
+    parsed (a witness of many runs is read at the speed of a byte search).
+    """
+    needle = b'"run_id":' + json.dumps(run_id).encode()
+    found: list[dict[str, Any]] = []
+    for file in witness_files(path):
+        with file.open("rb") as handle:
+            if os.fstat(handle.fileno()).st_size == 0:
+                continue
+            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                found += _matching(data, needle, file, tenant_id, run_id)
+    return found
+
+
+def _matching(
+    data: mmap.mmap, needle: bytes, file: Path, tenant_id: str, run_id: str
+) -> Iterator[dict[str, Any]]:
+    at = data.find(needle)
+    while at != -1:
+        start = data.rfind(b"\n", 0, at) + 1
+        end = data.find(b"\n", at)
+        end = len(data) if end == -1 else end
+        try:
+            record = json.loads(data[start:end])
+        except ValueError:
+            raise ValueError(f"{file}: the line at byte {start} is not a JSON line") from None
+        if (
+            isinstance(record, dict)
+            and record.get("tenant_id") == tenant_id
+            and record.get("run_id") == run_id
+        ):
+            yield record
+        at = data.find(needle, end)

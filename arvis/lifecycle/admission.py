@@ -58,6 +58,7 @@ from arvis.lifecycle.authorization import (
 )
 from arvis.lifecycle.effects import not_dispatched
 from arvis.lifecycle.errors import AttemptInFlight, InvalidReceipt, RunOfAnotherPrincipal
+from arvis.lifecycle.evidence import EvidenceService
 from arvis.lifecycle.outbox import IntentOutboxService
 from arvis.lifecycle.ports import (
     NEW_DECISION,
@@ -112,6 +113,7 @@ class AdmissionService:
         outbox: IntentOutboxService,
         clock: Clock,
         confirmation_ttl_s: float,
+        evidence: EvidenceService | None = None,
     ) -> None:
         self.store = store
         self.plans = plans
@@ -119,6 +121,9 @@ class AdmissionService:
         self.outbox = outbox
         self.clock = clock
         self.confirmation_ttl_s = confirmation_ttl_s
+        self.evidence = evidence
+        """Checks what a deduplicated answer serves (issue 23); None: nothing but the
+        entry's own hash."""
 
     async def admit(
         self,
@@ -194,7 +199,9 @@ class AdmissionService:
         if isinstance(step, Refuse):
             return await self._refuse(request, step, ids)
         if isinstance(step, Deduplicated):
-            return await answer_deduplicated(self.store, request, step.position, step.resolution)
+            return await answer_deduplicated(
+                self.store, request, step.position, step.resolution, self.evidence
+            )
         if isinstance(step, InFlight):
             raise AttemptInFlight(request.idempotency_key)
         if isinstance(step, AnotherPrincipal):
@@ -244,6 +251,8 @@ class AdmissionService:
                 charges=step.charges,
             )
         )
+        if answer.status != "admitted":
+            await self.outbox.not_admitted(intent, answer.status)
         if answer.status == "admitted":
             assert answer.receipt_position is not None
             if declared is not None:

@@ -97,14 +97,15 @@ class SelfApproval(ArvisError):
 
 
 class ChainBroken(ArvisError):
-    """A run's journal does not verify: replay refuses to hand it to anyone."""
+    """A run's evidence does not verify (its chain, its signed checkpoints or the
+    witness): neither replay nor a deduplicated answer hands any of it to anyone."""
 
     code = "chain_broken"
 
     def __init__(self, run_id: str, position: int, reason: str) -> None:
         super().__init__(
             f"the journal of run {run_id!r} is broken at position {position} ({reason}); "
-            "nothing was replayed"
+            "nothing was replayed or served from it"
         )
         self.broken_at = position
         self.reason = reason

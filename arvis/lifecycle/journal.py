@@ -18,7 +18,7 @@ from datetime import datetime
 
 from arvis.domain.artifacts import GENESIS_HASH, as_utc
 from arvis.domain.ids import RunId, TenantId
-from arvis.lifecycle.ports import ChainRow, LifecycleReads, LifecycleStore
+from arvis.lifecycle.ports import ChainRow, JournalEntry, LifecycleReads
 
 VERIFY_PAGE = 5000
 HASH_VERSION = "arvis-journal-v1"
@@ -64,6 +64,48 @@ def chain_hash(
     return hashlib.sha256(preimage.encode()).hexdigest()
 
 
+def row_hash(tenant_id: str, run_id: str, row: ChainRow) -> str:
+    """The entry hash a chain row's fields give (not the hash it stores)."""
+    position, prev, _stored, kind, causal, key, attempt, intent, boundary, at, body = row
+    return chain_hash(
+        prev_hash=prev,
+        tenant_id=tenant_id,
+        run_id=run_id,
+        position=position,
+        kind=kind,
+        causal_id=causal,
+        idempotency_key=key,
+        attempt=attempt,
+        intent_id=intent,
+        boundary=boundary,
+        recorded_at=recorded_text(at),
+        body_text=body,
+    )
+
+
+def entry_row(entry: JournalEntry) -> ChainRow:
+    """The chain row of an entry read whole."""
+    return (
+        entry.position,
+        entry.prev_hash,
+        entry.entry_hash,
+        entry.kind,
+        entry.causal_id,
+        entry.idempotency_key,
+        entry.attempt,
+        entry.intent_id,
+        entry.boundary,
+        entry.recorded_at,
+        entry.body_text,
+    )
+
+
+def recomputes(entry: JournalEntry) -> bool:
+    """True when the entry's own fields give the hash it stores (issue 23: what is
+    served is verified)."""
+    return row_hash(entry.tenant_id, entry.run_id, entry_row(entry)) == entry.entry_hash
+
+
 @dataclass(frozen=True)
 class VerifyReport:
     ok: bool
@@ -99,26 +141,13 @@ async def walk(
     while True:
         rows = await reads.chain(tenant_id, run_id, after, VERIFY_PAGE)
         for row in rows:
-            position, prev, stored, kind, causal, key, attempt, intent, boundary = row[:9]
+            position, prev, stored, kind = row[0], row[1], row[2], row[3]
+            attempt, boundary = row[6], row[8]
             if position != expected_position:
                 return VerifyReport(False, count, expected_position, "entry missing")
             if prev != expected_prev:
                 return VerifyReport(False, count, position, "prev_hash does not link")
-            computed = chain_hash(
-                prev_hash=prev,
-                tenant_id=tenant_id,
-                run_id=run_id,
-                position=position,
-                kind=kind,
-                causal_id=causal,
-                idempotency_key=key,
-                attempt=attempt,
-                intent_id=intent,
-                boundary=boundary,
-                recorded_at=recorded_text(row[9]),
-                body_text=row[10],
-            )
-            if computed != stored:
+            if row_hash(tenant_id, run_id, row) != stored:
                 return VerifyReport(False, count, position, "entry altered")
             if boundary in _UNCERTAIN and attempt is not None:
                 uncertain[position] = stored
@@ -147,9 +176,3 @@ def _resolves(body_text: str, uncertain: dict[int, str]) -> bool:
         return bool(uncertain.get(resolves["position"]) == resolves["entry_hash"])
     except (ValueError, KeyError, TypeError):
         return False
-
-
-async def verify(store: LifecycleStore, tenant_id: TenantId, run_id: RunId) -> VerifyReport:
-    """Recompute the run's chain; name the first position where it breaks."""
-    async with store.reading() as reads:
-        return await walk(reads, tenant_id, run_id)

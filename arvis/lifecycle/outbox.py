@@ -12,7 +12,10 @@ the admission before anything is written.
 A witness (``[audit.witness]``, issue 19) is told of every intent before the
 admission statement runs, after a declared sink answered; one that cannot take
 it fails the admission closed like a failing sink: nothing is admitted, no tool
-body runs.
+body runs. When the statement then does not admit the intent (``stale``, a plan
+to rebind, a spent budget, a reused receipt position) the witness is told so
+(:meth:`IntentOutboxService.not_admitted`), so ``verify`` does not look for an
+entry settling it (issue 23).
 """
 
 from __future__ import annotations
@@ -33,6 +36,10 @@ class IntentWitness(Protocol):
         self, intent: Intent, commitment: str, receipt: AuditReceipt | None
     ) -> None:
         """Keep the intent (and a declared sink's receipt) durably, or raise."""
+        ...
+
+    async def witness_void(self, intent: Intent, status: str) -> None:
+        """Keep that the admission statement answered ``status`` and did not admit it."""
         ...
 
 
@@ -63,6 +70,17 @@ class IntentOutboxService:
                 log.error("the witness failed for intent %s: %r", intent.intent_id, exc)
                 raise AuditSinkFailure("the audit witness failed; nothing was run") from exc
         return receipt
+
+    async def not_admitted(self, intent: Intent, status: str) -> None:
+        """The admission statement answered ``status`` for ``intent``: nothing was
+        admitted. A witness that cannot take it is logged, never an error (nothing ran;
+        ``verify`` then names the witnessed intent that no entry settles)."""
+        if self.witness is None:
+            return
+        try:
+            await self.witness.witness_void(intent, status)
+        except Exception as exc:
+            log.error("the witness did not take the void of intent %s: %r", intent.intent_id, exc)
 
     async def _declared(self, intent: Intent, commitment: str) -> AuditReceipt | None:
         if self.sink is None:

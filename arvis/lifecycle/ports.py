@@ -23,6 +23,7 @@ from typing import Any, Literal, Protocol
 from arvis.domain.artifacts import AuditReceipt, Intent
 from arvis.domain.authorization import PolicyRecord
 from arvis.domain.boundary import EffectBoundary
+from arvis.domain.checkpoints import Checkpoint
 from arvis.domain.ids import (
     CapabilityId,
     ConfirmationId,
@@ -54,6 +55,11 @@ class RunRecord:
     principal_id: str | None = None
     """The principal the run is bound to (revision 0010; None: a run from before it
     that recorded no principal anywhere, bound by its next syscall)."""
+    evidence_broken_at: int | None = None
+    """The first position at which the run's evidence was found broken (issue 23);
+    None: nothing was found. Served answers of a flagged run are refused."""
+    evidence_fault: str | None = None
+    """What was found there, by whom and when."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -458,6 +464,23 @@ class LifecycleReads(Protocol):
         self, tenant_id: TenantId, run_id: RunId, after: int, limit: int
     ) -> list[ChainRow]:
         """What verification reads, as plain tuples, in position order."""
+        ...
+
+    async def checkpoints(
+        self,
+        tenant_id: TenantId,
+        run_id: RunId,
+        *,
+        at_least: int = 0,
+        first: int | None = None,
+        last: int | None = None,
+    ) -> list[Checkpoint]:
+        """The run's signed checkpoints of ``at_least`` entries or more, oldest first;
+        only the ``first`` oldest or the ``last`` newest of them when given."""
+        ...
+
+    async def in_flight_intents(self, tenant_id: TenantId, run_id: RunId) -> set[str]:
+        """The intent ids of the run's attempts admitted and not yet journaled."""
         ...
 
     async def confirmation(

@@ -8,7 +8,16 @@ from arvis.domain.boundary import EffectBoundary
 from arvis.domain.ids import IntentId
 from arvis.domain.journal import RefusalArtifact
 from arvis.lifecycle.authorization import AdmissionRequest, Refuse
-from arvis.lifecycle.ports import Binding, JournalAppend, LifecycleStore
+from arvis.lifecycle.errors import ChainBroken
+from arvis.lifecycle.evidence import EvidenceService
+from arvis.lifecycle.journal import recomputes
+from arvis.lifecycle.ports import (
+    Binding,
+    JournalAppend,
+    JournalEntry,
+    LifecycleStore,
+    RunRecord,
+)
 from arvis.lifecycle.results import SyscallResult, result_from_entry
 
 # Refusals that depend on the run's plan (the tool in it, its schema, the policy
@@ -79,11 +88,17 @@ async def answer_deduplicated(
     request: AdmissionRequest,
     position: int,
     resolution_position: int | None = None,
+    evidence: EvidenceService | None = None,
 ) -> SyscallResult:
     """The recorded result of a completed decision: nothing minted, nothing run.
 
     ``resolution_position``: the decision's last attempt was uncertain and resolved
     as completed; the answer is that attempt's record with its resolution beside it.
+
+    What is served is verified (DESIGN §10): each entry handed out must recompute its
+    own hash, link to the signed checkpoint that covers it (``evidence``), and come
+    from a run not flagged as broken; else ``ChainBroken`` naming the position, and
+    nothing is served or recorded.
     """
     tenant_id = request.identity.tenant_id
     async with store.reading() as reads:
@@ -94,11 +109,26 @@ async def answer_deduplicated(
             else await reads.entry_at(tenant_id, request.run_id, resolution_position)
         )
         run = await reads.run(tenant_id, request.run_id)
-    assert entry is not None
-    assert run is not None
+        assert entry is not None
+        assert run is not None
+        served = [entry] if resolution is None else [entry, resolution]
+        if evidence is not None:
+            await evidence.check_served(reads, run, served)
+        else:
+            check_own_hashes(run, served)
     return result_from_entry(
         entry,
         outcome="deduplicated",
         audit_incomplete=run.audit_incomplete,
         resolution=resolution,
     )
+
+
+def check_own_hashes(run: RunRecord, entries: list[JournalEntry]) -> None:
+    """The floor of what is served: a flagged run, or an entry whose own hash does not
+    recompute, is refused."""
+    if run.evidence_broken_at is not None:
+        raise ChainBroken(run.run_id, run.evidence_broken_at, f"{run.evidence_fault}")
+    for entry in entries:
+        if not recomputes(entry):
+            raise ChainBroken(run.run_id, entry.position, "entry altered")

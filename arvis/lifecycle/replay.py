@@ -1,10 +1,13 @@
 """Replay: recorded results, in causal order. Never mints, activates or dispatches.
 
-Replay verifies the chain it reads (DESIGN §4): every entry is checked as part of
-the run's whole chain in the same pass that collects the answer, and a chain that
-does not verify is refused with :class:`ChainBroken`, naming the position, never
-handed to a resumed agent. Answers are paged by causal id so a long run never
-becomes one unbounded answer.
+Replay verifies what it reads (DESIGN §4, §10 "What is served is verified"): the
+run's whole chain in the same pass that collects the answer, each entry against the
+intent it settles, the signed checkpoints with the deployment's key, the witness when
+one can be read, and the run's flag — the one verification of
+:class:`arvis.lifecycle.evidence.EvidenceService`, which ``verify`` answers too. A run
+that does not verify is refused with :class:`ChainBroken`, naming the position, never
+handed to a resumed agent. Answers are paged by causal id so a long run never becomes
+one unbounded answer.
 """
 
 from __future__ import annotations
@@ -14,9 +17,9 @@ from dataclasses import dataclass, field
 
 from arvis.domain.identity import Identity
 from arvis.domain.ids import RunId, TenantId
-from arvis.lifecycle import journal
+from arvis.lifecycle.clock import SystemClock
 from arvis.lifecycle.errors import ChainBroken, NotFound, RunOfAnotherPrincipal
-from arvis.lifecycle.journal import VerifyReport
+from arvis.lifecycle.evidence import EvidenceReport, EvidenceService
 from arvis.lifecycle.ports import ChainRow, JournalEntry, LifecycleStore, RunSummary
 from arvis.lifecycle.results import SyscallResult, result_from_entry
 
@@ -111,8 +114,10 @@ class _Collector:
 class ReplayService:
     """Read-only views of a run's journal for auditors and resumed agents."""
 
-    def __init__(self, store: LifecycleStore) -> None:
+    def __init__(self, store: LifecycleStore, evidence: EvidenceService | None = None) -> None:
         self.store = store
+        self.evidence = evidence or EvidenceService(store, SystemClock())
+        """The one verification of a run (its chain, checkpoints, witness and flag)."""
 
     async def replay_page(
         self,
@@ -165,18 +170,18 @@ class ReplayService:
             raise RunOfAnotherPrincipal(run_id)
 
     async def _collect(self, collector: _Collector) -> bool:
-        """Walk the chain into ``collector``; answer the run's audit-incomplete flag."""
-        async with self.store.reading() as reads:
-            try:
-                report = await journal.walk(reads, collector.tenant_id, collector.run_id, collector)
-            except LookupError:
-                raise NotFound(f"no run {collector.run_id}") from None
-            run = await reads.run(collector.tenant_id, collector.run_id)
+        """Verify the run into ``collector``; answer the run's audit-incomplete flag."""
+        try:
+            report = await self.evidence.verify(collector.tenant_id, collector.run_id, collector)
+        except LookupError:
+            raise NotFound(f"no run {collector.run_id}") from None
         if not report.ok:
-            assert report.broken_at is not None
-            raise ChainBroken(collector.run_id, report.broken_at, report.reason or "broken")
-        assert run is not None
-        return run.audit_incomplete
+            raise ChainBroken(
+                collector.run_id,
+                report.entries + 1 if report.broken_at is None else report.broken_at,
+                report.reason or "broken",
+            )
+        return report.audit_incomplete
 
     async def journal(
         self, tenant_id: TenantId, run_id: RunId, after: int = 0, limit: int = 100
@@ -193,8 +198,10 @@ class ReplayService:
         async with self.store.reading() as reads:
             return await reads.runs(tenant_id, containing or None, limit, offset)
 
-    async def verify(self, tenant_id: TenantId, run_id: RunId) -> VerifyReport:
+    async def verify(self, tenant_id: TenantId, run_id: RunId) -> EvidenceReport:
+        """The run's evidence with the deployment's key and witness (the API's verify,
+        ``arvis verify RUN`` and the console's run page)."""
         try:
-            return await journal.verify(self.store, tenant_id, run_id)
+            return await self.evidence.verify(tenant_id, run_id)
         except LookupError:
             raise NotFound(f"no run {run_id}") from None

@@ -1,4 +1,5 @@
-"""Signed checkpoints on PostgreSQL (``run_checkpoints``, revision 0008).
+"""Signed checkpoints on PostgreSQL (``run_checkpoints``, revision 0008), and the flag
+of a run whose evidence was found broken (``runs.evidence_broken_at``, revision 0010).
 
 The rows hold what was signed and the signature; the key that signed them is
 never in the database. A checkpoint is keyed by (tenant, run, length): the same
@@ -18,6 +19,11 @@ _SAVE = text(
     "INSERT INTO run_checkpoints (tenant_id, run_id, length, head_hash, signed_at, key_id,"
     " signature) VALUES (:t, :r, :n, :h, :at, :k, :s)"
     " ON CONFLICT (tenant_id, run_id, length) DO NOTHING"
+)
+# The first finding stays: a later one does not overwrite what was found first.
+_FLAG = text(
+    "UPDATE runs SET evidence_broken_at = :p, evidence_fault = :f"
+    " WHERE tenant_id = :t AND run_id = :r AND evidence_broken_at IS NULL"
 )
 _LIST = text(
     "SELECT tenant_id, run_id, length, head_hash, signed_at, key_id, signature"
@@ -46,6 +52,17 @@ class PgCheckpoints:
                         "s": checkpoint.signature,
                     },
                 )
+        except Exception as exc:
+            domain = translate(exc)
+            if domain is not None:
+                raise domain from exc
+            raise
+
+    async def flag_run(self, tenant_id: str, run_id: str, position: int, fault: str) -> None:
+        """Keep, once, that the run's evidence was found broken at ``position`` (issue 23)."""
+        try:
+            async with self._engine.begin() as conn:
+                await conn.execute(_FLAG, {"t": tenant_id, "r": run_id, "p": position, "f": fault})
         except Exception as exc:
             domain = translate(exc)
             if domain is not None:

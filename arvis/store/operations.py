@@ -118,7 +118,7 @@ class PgOperations:
         """DESIGN §5: the database's system identifier plus the schema revision."""
         self.append_observers: list[Callable[[JournalEntry], None]] = []
         """Told of every entry :meth:`journal` appended, after its commit (the
-        checkpointer). An observer must not block and must not raise."""
+        checkpointer, the witness feed). An observer must not block and must not raise."""
 
     @classmethod
     async def open(
@@ -256,7 +256,9 @@ class PgOperations:
             entry_hash=entry_hash,
             recorded_at=datetime.fromisoformat(stamp),
         )
-        if status == "appended":
+        # 'existing': a retried statement found its own append committed (the first
+        # answer was lost), so nobody was told of it yet; telling twice is harmless.
+        if status in ("appended", "existing"):
             for observe in self.append_observers:
                 observe(entry)
         return entry

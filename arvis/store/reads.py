@@ -11,6 +11,7 @@ import psycopg
 from psycopg.rows import dict_row, tuple_row
 
 from arvis.domain.boundary import EffectBoundary
+from arvis.domain.checkpoints import Checkpoint
 from arvis.domain.ids import ConfirmationId, RunId, TenantId
 from arvis.domain.states import ConfirmationState
 from arvis.lifecycle.ports import (
@@ -26,8 +27,20 @@ from arvis.lifecycle.ports import (
 
 _RUN = (
     "SELECT tenant_id, run_id, plan_id, journal_length, journal_head, audit_incomplete,"
-    " principal_id FROM runs WHERE tenant_id = %s AND run_id = %s"
+    " principal_id, evidence_broken_at, evidence_fault"
+    " FROM runs WHERE tenant_id = %s AND run_id = %s"
 )
+_CHECKPOINT_COLUMNS = "tenant_id, run_id, length, head_hash, signed_at, key_id, signature"
+_CHECKPOINTS = (
+    f"SELECT {_CHECKPOINT_COLUMNS} FROM run_checkpoints"
+    " WHERE tenant_id = %s AND run_id = %s AND length >= %s ORDER BY length LIMIT %s"
+)
+_LAST_CHECKPOINTS = (
+    f"SELECT * FROM (SELECT {_CHECKPOINT_COLUMNS} FROM run_checkpoints"
+    " WHERE tenant_id = %s AND run_id = %s AND length >= %s ORDER BY length DESC LIMIT %s) c"
+    " ORDER BY length"
+)
+_IN_FLIGHT_INTENTS = "SELECT intent_id FROM attempts WHERE tenant_id = %s AND run_id = %s"
 _ENTRY_COLUMNS = (
     "tenant_id, run_id, position, kind, causal_id, idempotency_key, attempt, intent_id,"
     " boundary, body AS body_text, prev_hash, entry_hash, recorded_at"
@@ -202,6 +215,27 @@ class PgReads:
         await cursor.execute(_CHAIN, (tenant_id, run_id, after, limit))
         rows: list[ChainRow] = await cursor.fetchall()
         return rows
+
+    async def checkpoints(
+        self,
+        tenant_id: TenantId,
+        run_id: RunId,
+        *,
+        at_least: int = 0,
+        first: int | None = None,
+        last: int | None = None,
+    ) -> list[Checkpoint]:
+        cursor = self._conn.cursor(row_factory=tuple_row)
+        if last is None:
+            await cursor.execute(_CHECKPOINTS, (tenant_id, run_id, at_least, first))
+        else:
+            await cursor.execute(_LAST_CHECKPOINTS, (tenant_id, run_id, at_least, last))
+        return [Checkpoint(*row) for row in await cursor.fetchall()]
+
+    async def in_flight_intents(self, tenant_id: TenantId, run_id: RunId) -> set[str]:
+        cursor = self._conn.cursor(row_factory=tuple_row)
+        await cursor.execute(_IN_FLIGHT_INTENTS, (tenant_id, run_id))
+        return {row[0] for row in await cursor.fetchall()}
 
     async def confirmation(
         self, tenant_id: TenantId, confirmation_id: ConfirmationId

@@ -91,6 +91,10 @@ runs = Table(
     # for a run from before it that recorded no principal anywhere; its next syscall
     # binds it. The key of a later binding (an actor beside the principal) goes here too.
     Column("principal_id", Text),
+    # The first position where the run's evidence was found broken, and what was found
+    # (revision 0010): served answers of the run are refused from then on.
+    Column("evidence_broken_at", BigInteger),
+    Column("evidence_fault", Text),
     PrimaryKeyConstraint("tenant_id", "run_id"),
     ForeignKeyConstraint(["plan_id"], ["tool_plans.plan_id"]),
     _tenant_check(),

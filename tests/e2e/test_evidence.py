@@ -90,20 +90,21 @@ async def test_a_run_rewritten_with_every_hash_recomputed_is_caught_by_its_check
     assert after["reason"].startswith("rewritten before position 5 (checkpoint of 4 entries at ")
 
     cli = _cli(database_url, tmp_path)
-    # The chain alone links perfectly: that is the gap the checkpoints close.
+    # The chain alone links perfectly; the deployment's witness (arvis.toml) does not
+    # agree, and names the entry itself (issue 23: one verification everywhere).
     plain = await _invoke(cli, "verify", "run-ev", "--tenant", "acme")
-    assert plain.exit_code == 0, plain.output
+    assert plain.exit_code == 1, plain.output
+    assert "position 3: the entry's hash differs from the witness's" in plain.output
     signed = await _invoke(cli, "verify", "run-ev", "--tenant", "acme", "--public-key", str(public))
     assert signed.exit_code == 1
     assert "rewritten before position 5 (checkpoint of 4 entries at" in signed.output
 
-    # The witness, outside the database, names the first disagreement.
+    # The witness, outside the database, names the first disagreement: the entry
+    # rewritten, whose hash it took when it was appended.
     witness = tmp_path / "witness" / "arvis.jsonl"
     disputed = await _invoke(cli, "verify", "run-ev", "--tenant", "acme", "--witness", str(witness))
     assert disputed.exit_code == 1
-    assert (
-        "position 4: the database's chain differs from the witness's checkpoint" in disputed.output
-    )
+    assert "position 3: the entry's hash differs from the witness's" in disputed.output
 
 
 async def test_deleting_the_checkpoints_too_is_caught_by_the_witness(
@@ -119,7 +120,7 @@ async def test_deleting_the_checkpoints_too_is_caught_by_the_witness(
 
     witness = tmp_path / "witness" / "arvis.jsonl"
     records = [r for _, _, r in read_witness(witness) if r["run_id"] == "run-wit"]
-    assert [r["type"] for r in records] == ["intent", "intent", "checkpoint"]
+    assert [r["type"] for r in records] == ["intent", "entry", "intent", "entry", "checkpoint"]
     cli = _cli(database_url, tmp_path)
     signed = await _invoke(
         cli, "verify", "run-wit", "--tenant", "acme", "--public-key", str(public)
@@ -130,7 +131,7 @@ async def test_deleting_the_checkpoints_too_is_caught_by_the_witness(
     )
     assert disputed.exit_code == 1
     report = json.loads(disputed.output)
-    assert report["witness"].startswith("position 2: the database's chain differs")
+    assert report["witness"].startswith("position 1: the entry's hash differs from the witness's")
 
 
 async def test_a_witness_that_cannot_be_written_runs_nothing(
@@ -140,6 +141,8 @@ async def test_a_witness_that_cannot_be_written_runs_nothing(
     async with serve_api(database_url, tmp_path, config=config) as api:
         ok = await api.syscall("echo", {"n": 1}, run_id="run-wfail", causal_id="c1")
         assert ok.status_code == 200
+        # Its intent, then its entry once journaled.
+        await wait_for(lambda: len((tmp_path / "witness.jsonl").read_bytes().splitlines()) == 2)
         # The witness file goes away and a directory takes its place: appends fail.
         (tmp_path / "witness.jsonl").unlink()
         (tmp_path / "witness.jsonl").mkdir()
@@ -230,6 +233,8 @@ async def test_an_http_witness_receives_each_intent_before_it_runs_and_a_refusal
         config = f'[audit.witness]\nkind = "http"\nurl = "{witness.url("/witness")}"\n'
         async with serve_api(database_url, tmp_path, config=config) as api:
             ok = await api.syscall("echo", {"n": 1}, run_id="run-hw", causal_id="c1")
+            # The entry follows its intent once its journal statement committed.
+            await wait_for(lambda: len(witness.received) == 2)
             witnessed = [r.json() for r in witness.received]
             witness.then(Respond(503, {"error": "full"}))
             refused = await api.syscall(
@@ -239,8 +244,12 @@ async def test_an_http_witness_receives_each_intent_before_it_runs_and_a_refusal
             entries = api.sql("SELECT count(*) FROM journal_entries WHERE run_id = 'run-hw'")
 
     assert ok.status_code == 200, ok.text
-    assert [(r["run_id"], r["causal_id"]) for r in witnessed] == [("run-hw", "c1")]
+    assert [(r["type"], r["run_id"], r["causal_id"]) for r in witnessed] == [
+        ("intent", "run-hw", "c1"),
+        ("entry", "run-hw", "c1"),
+    ]
     assert witnessed[0]["idempotency_key"] == ok.json()["idempotency_key"]
+    assert witnessed[1]["position"] == ok.json()["journal_position"]
     assert witness.received[0].method == "POST"
     assert witness.received[0].path == "/witness"
     # The witness refused the second intent: nothing was admitted and nothing ran.

@@ -75,6 +75,12 @@ def test_verify_names_the_exact_position_of_every_tampered_row(
                     missed.append((field, p, result.output.strip()))
                 sql("DELETE FROM journal_entries WHERE run_id = %s", run)
                 sql("INSERT INTO journal_entries SELECT * FROM tamper_backup")
+        # What was found stays on the run (issue 23) until an operator clears it.
+        flagged = cli.invoke(app, ["verify", run, "--tenant", "acme"])
+        sql(
+            "UPDATE runs SET evidence_broken_at = NULL, evidence_fault = NULL WHERE run_id = %s",
+            run,
+        )
         restored = cli.invoke(app, ["verify", run, "--tenant", "acme"])
     finally:
         sql("DROP TABLE tamper_backup")
@@ -84,4 +90,6 @@ def test_verify_names_the_exact_position_of_every_tampered_row(
         f" of a {ENTRIES}-entry chain, {named} named at the exact position, {len(missed)} missed"
     )
     assert missed == []
+    assert flagged.exit_code == 1
+    assert "evidence found BROKEN before: position 1: entry altered" in flagged.output
     assert restored.exit_code == 0

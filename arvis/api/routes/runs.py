@@ -11,8 +11,6 @@ from arvis.api.identity import AuditorIdentity, KernelDep, ReplayIdentity, log_f
 from arvis.api.problems import problem_responses
 from arvis.api.schemas import JournalEntryOut, JournalPage, ReplayOut, VerifyOut
 from arvis.domain.ids import RunId
-from arvis.evidence.verify import verify_stored_run
-from arvis.lifecycle.errors import NotFound
 from arvis.lifecycle.replay import MAX_REPLAY_PAGE
 from arvis.lifecycle.results import ID_PATTERN
 
@@ -68,28 +66,23 @@ async def get_journal(
 async def verify_run(
     run_id: RunIdPath, identity: AuditorIdentity, kernel: KernelDep, request: Request
 ) -> VerifyOut:
-    """Recompute the run's hash chain and say where, if anywhere, it breaks; with the
-    deployment's public key configured, check every signed checkpoint against it too."""
+    """Recompute the run's hash chain and say where, if anywhere, it breaks; check each
+    entry against the intent it settles; with the deployment's public key configured,
+    every signed checkpoint; with a file witness configured, the witness's account
+    (issue 23). The same verification as replay, ``arvis verify`` and the console."""
     log_fields(request)["run_id"] = run_id
-    public_key = kernel.evidence.public_key
-    if public_key is None:
-        report = await kernel.lifecycle.replay.verify(identity.tenant_id, RunId(run_id))
-        return VerifyOut(
-            ok=report.ok, entries=report.entries, broken_at=report.broken_at, reason=report.reason
-        )
-    try:
-        evidence = await verify_stored_run(
-            kernel.store.ops, kernel.checkpoints, identity.tenant_id, RunId(run_id), public_key
-        )
-    except LookupError:
-        raise NotFound(f"no run {run_id}") from None
+    report = await kernel.lifecycle.replay.verify(identity.tenant_id, RunId(run_id))
+    keyed = kernel.lifecycle.replay.evidence.key is not None
     return VerifyOut(
-        ok=evidence.ok,
-        entries=evidence.entries,
-        broken_at=evidence.broken_at,
-        reason=evidence.reason,
-        checkpoints=evidence.checkpoints,
-        rewritten_before=evidence.rewritten_before,
+        ok=report.ok,
+        entries=report.entries,
+        broken_at=report.broken_at,
+        reason=report.reason,
+        checkpoints=report.checkpoints if keyed else None,
+        rewritten_before=report.rewritten_before,
+        unsigned=report.unsigned,
+        witness=report.witness,
+        flagged=report.flagged,
     )
 
 

@@ -60,8 +60,10 @@ async def metrics(_: AdminIdentity, kernel: KernelDep, request: Request) -> Resp
     policy = kernel.lifecycle.policy
     if isinstance(policy, ShadowPolicy):
         collected.shadow_disagreements.counts = policy.disagreements
+    collected.witness_backlog.feed = kernel.lifecycle.witness_feed
     try:
         collected.audit_incomplete_runs.set(await kernel.audit_incomplete_runs())
+        collected.evidence_broken_runs.set(await kernel.evidence_broken_runs())
     except StoreUnavailable:
         return problem("store_unavailable", "the database is unreachable")
     return Response(generate_latest(collected.registry), media_type=CONTENT_TYPE_LATEST)

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from arvis.domain.artifacts import GENESIS_HASH
+from arvis.domain.artifacts import GENESIS_HASH, intent_commitment
 from arvis.domain.idempotency import derive_idempotency_key
 from arvis.domain.ids import CausalId, RunId, TenantId
 from arvis.domain.payload import freeze_payload
@@ -49,10 +49,24 @@ def _populate_through_the_0004_functions(url: str) -> dict[str, str]:
         payload = freeze_payload({"q": n})
         key = derive_idempotency_key(TENANT, RunId(RUN), CausalId(causal), "read", payload.digest)
         keys[causal] = key
+        # The commitment admission computed: what the entry settling it commits to.
+        commitment = intent_commitment(
+            intent_id=f"int{n}",
+            tenant_id=TENANT,
+            run_id=RUN,
+            causal_id=causal,
+            principal_id=AGENT.principal_id,
+            tool="read",
+            plan_id=plan.plan_id,
+            payload_digest=payload.digest,
+            idempotency_key=key,
+            attempt=1,
+            capability_id=f"cap{n}",
+        )
         status = _sql(
             url,
             "SELECT out_status FROM arvis_admit(%s, %s, %s, %s, %s, 'read', %s, %s, 'm', %s,"
-            " %s, 'commitment', %s, 'dead-instance')",
+            " %s, %s, %s, 'dead-instance')",
             TENANT,
             RUN,
             plan.plan_id,
@@ -62,6 +76,7 @@ def _populate_through_the_0004_functions(url: str) -> dict[str, str]:
             f"cap{n}",
             f"int{n}",
             payload.canonical.decode(),
+            commitment,
             json.dumps(
                 {
                     "tenant_id": TENANT,

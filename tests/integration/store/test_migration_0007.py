@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from arvis.domain.artifacts import intent_commitment
 from arvis.domain.idempotency import derive_idempotency_key
 from arvis.domain.ids import CausalId, RunId, TenantId
 from arvis.domain.payload import freeze_payload
@@ -54,10 +55,24 @@ def _admit_through_0006(url: str, causal: str) -> str:
         "plan_id": plan.plan_id,
         "instance_id": "dead-instance",
     }
+    # The commitment admission computed: what the entry settling it commits to.
+    commitment = intent_commitment(
+        intent_id=f"int-{causal}",
+        tenant_id=TENANT,
+        run_id=RUN,
+        causal_id=causal,
+        principal_id=AGENT.principal_id,
+        tool="read",
+        plan_id=plan.plan_id,
+        payload_digest=payload.digest,
+        idempotency_key=key,
+        attempt=1,
+        capability_id=f"cap-{causal}",
+    )
     status = _sql(
         url,
         "SELECT out_status FROM arvis_admit(%s, %s, %s, %s, %s, 'read', %s, 1, %s, %s, %s,"
-        " 'commitment', %s, 'dead-instance', NULL, false, NULL)",
+        " %s, %s, 'dead-instance', NULL, false, NULL)",
         TENANT,
         RUN,
         plan.plan_id,
@@ -67,6 +82,7 @@ def _admit_through_0006(url: str, causal: str) -> str:
         f"int-{causal}",
         f"cap-{causal}",
         payload.canonical.decode(),
+        commitment,
         json.dumps(context),
     )
     assert status == [("admitted",)]
