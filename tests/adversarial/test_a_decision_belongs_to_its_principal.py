@@ -19,28 +19,24 @@ OPENER, OTHER, AUDITOR = "acme:agent", "acme:agent2", "acme:auditor"
 SECRET = "only-the-opener-may-see-this"
 
 
-def _slug(entry: EntryPoint) -> str:
-    return entry.name.replace("/", "-")
-
-
 @pytest.mark.parametrize("entry", offering("post"))
 async def test_another_principal_of_the_tenant_is_refused_on_a_run_it_did_not_open(
     deployment: Deployment, entry: EntryPoint
 ) -> None:
     driver = entry.driver(deployment)
     run, sandbox = driver.run("bound"), deployment.data_dir / "sandbox"
-    decided = {"path": f"bound-{_slug(entry)}.txt", "content": SECRET}
-    opened = await driver.post(OPENER, run, f"open.{_slug(entry)}", "files.write", decided)
+    decided = {"path": f"bound-{entry.slug}.txt", "content": SECRET}
+    opened = await driver.post(OPENER, run, f"open.{entry.slug}", "files.write", decided)
     assert (opened.outcome, opened.boundary) == ("executed", "EFFECT_COMPLETED"), opened.raw
 
-    path = f"bound-{_slug(entry)}-other.txt"
+    path = f"bound-{entry.slug}-other.txt"
     new = await driver.post(
-        OTHER, run, f"other.{_slug(entry)}", "files.append", {"path": path, "line": "x"}
+        OTHER, run, f"other.{entry.slug}", "files.append", {"path": path, "line": "x"}
     )
     assert new.code == "identity_mismatch", new.raw
     assert not (sandbox / path).exists()
 
-    same = await driver.post(OTHER, run, f"open.{_slug(entry)}", "files.write", decided)
+    same = await driver.post(OTHER, run, f"open.{entry.slug}", "files.write", decided)
     assert same.outcome != "deduplicated", same.raw
     assert same.code == "identity_mismatch", same.raw
     assert SECRET not in same.raw
@@ -50,8 +46,8 @@ async def test_another_principal_of_the_tenant_is_refused_on_a_run_it_did_not_op
 async def test_another_principal_never_replays_the_run_and_an_auditor_does(
     deployment: Deployment, entry: EntryPoint
 ) -> None:
-    run = f"replayed-{_slug(entry)}"
-    decided = {"path": f"replayed-{_slug(entry)}.txt", "content": SECRET}
+    run = f"replayed-{entry.slug}"
+    decided = {"path": f"replayed-{entry.slug}.txt", "content": SECRET}
     opened = await HttpDriver(deployment).post(OPENER, run, "c1", "files.write", decided)
     assert opened.outcome == "executed", opened.raw
     driver = entry.driver(deployment)

@@ -18,6 +18,7 @@ from tests.support.adversarial.answers import Answer
 from tests.support.adversarial.deployment import Deployment
 from tests.support.adversarial.entrypoints import HttpDriver
 from tests.support.adversarial.instances import INSTANCES, InstanceKind
+from tests.support.adversarial.toolkinds import APP
 from tests.support.evidence import wait_for
 
 pytestmark = pytest.mark.db
@@ -36,10 +37,7 @@ class _At(HttpDriver):
 
 
 def _effects(deployment: Deployment, token: str) -> int:
-    from tests.support.adversarial.toolkinds import APP
-
-    assert APP.effects is not None
-    return APP.effects(deployment.stubs, deployment.data_dir).count(token)
+    return deployment.effects(APP, token)
 
 
 async def _hold(deployment: Deployment, url: str, run: str, gate: str) -> asyncio.Task[Answer]:

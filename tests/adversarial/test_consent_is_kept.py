@@ -15,8 +15,8 @@ import pytest
 
 from tests.support.adversarial.answers import Answer
 from tests.support.adversarial.deployment import Deployment
-from tests.support.adversarial.entrypoints import EntryPoint, HttpDriver, offering
-from tests.support.adversarial.toolkinds import TOOL_KINDS, ToolKind
+from tests.support.adversarial.entrypoints import EntryPoint, HttpDriver, entry_point, offering
+from tests.support.adversarial.toolkinds import HTTP, TOOL_KINDS, ToolKind
 
 pytestmark = pytest.mark.db
 
@@ -69,19 +69,17 @@ async def _consented_hostile_call(
 async def test_a_hostile_answer_after_the_tool_acted_consumes_the_consent(
     deployment: Deployment, kind: ToolKind, mode: str
 ) -> None:
-    [approver] = [row.values[0] for row in offering("approve") if row.id == "http"]
+    approver = entry_point("http")
     cell = f"{kind.name}.{mode}"
     agent, token, asked, ran = await _consented_hostile_call(deployment, approver, kind, mode, cell)
-    assert kind.effects is not None
-    effects = kind.effects(deployment.stubs, deployment.data_dir)
-    assert effects.count(token) == 1, ran.raw
+    assert deployment.effects(kind, token) == 1, ran.raw
     assert asked.confirmation_id is not None
     assert await _confirmation_state(deployment, asked.confirmation_id) == "CONSUMED", ran.raw
 
     again = await agent.post(
         AGENT, f"consent-{cell}", f"c.{cell}", kind.tool(mode), kind.payload(token)
     )
-    assert effects.count(token) == 1, again.raw
+    assert deployment.effects(kind, token) == 1, again.raw
 
 
 @pytest.mark.parametrize("kind", SAMPLES)
@@ -90,18 +88,16 @@ async def test_consent_given_at_any_approving_entry_point_is_consumed_by_a_hosti
     deployment: Deployment, approver: EntryPoint, kind: ToolKind
 ) -> None:
     assert kind.sample is not None
-    assert kind.effects is not None
-    cell = f"{approver.name}.{kind.name}.sample"
+    cell = f"{approver.slug}.{kind.name}.sample"
     agent, token, asked, ran = await _consented_hostile_call(
         deployment, approver, kind, kind.sample, cell
     )
-    effects = kind.effects(deployment.stubs, deployment.data_dir)
     assert asked.confirmation_id is not None
     assert await _confirmation_state(deployment, asked.confirmation_id) == "CONSUMED", ran.raw
     again = await agent.post(
         AGENT, f"consent-{cell}", f"c.{cell}", kind.tool(kind.sample), kind.payload(token)
     )
-    assert effects.count(token) == 1, again.raw
+    assert deployment.effects(kind, token) == 1, again.raw
 
 
 TERMS_CASES = [
@@ -116,8 +112,7 @@ async def test_resolving_not_started_frees_no_execution_the_consent_terms_would_
     deployment: Deployment, entry: EntryPoint, tool: str, approvers: tuple[str, ...], resolver: str
 ) -> None:
     agent = HttpDriver(deployment)
-    effects = deployment.stubs.http_effects
-    cell = f"{entry.name}.{tool}"
+    cell = f"{entry.slug}.{tool}"
     run, causal, payload = f"terms-{cell}", f"c.{cell}", {"token": f"token:terms:{cell}"}
     asked = await agent.post(AGENT, run, causal, tool, payload)
     assert asked.outcome == "confirmation_required", asked.raw
@@ -141,4 +136,4 @@ async def test_resolving_not_started_frees_no_execution_the_consent_terms_would_
     again = await agent.post(AGENT, run, causal, tool, payload)
     # Either the resolution was refused, or the consent it would reuse is asked anew.
     assert again.outcome in ("refused", "confirmation_required"), (resolved.raw, again.raw)
-    assert effects.count(payload["token"]) == 1, (resolved.raw, again.raw)
+    assert deployment.effects(HTTP, payload["token"]) == 1, (resolved.raw, again.raw)

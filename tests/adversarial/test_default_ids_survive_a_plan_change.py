@@ -18,7 +18,7 @@ from tests.support.adversarial.answers import Answer
 from tests.support.adversarial.deployment import Deployment, config_text, deploy
 from tests.support.adversarial.entrypoints import McpDriver
 from tests.support.adversarial.stubs import HostileStubs
-from tests.support.adversarial.toolkinds import APP, BUILTIN, HTTP, ToolKind, _http_tool
+from tests.support.adversarial.toolkinds import APP, BUILTIN, HTTP, ToolKind, http_tool_toml
 
 pytestmark = pytest.mark.db
 
@@ -58,7 +58,7 @@ async def lives(
 ) -> Lives:
     data_dir = tmp_path_factory.mktemp("arvis-lives")
     first_plan = config_text(stubs, (BUILTIN, APP, HTTP))
-    second_plan = first_plan + "\n" + _http_tool("web.added", stubs.http_url("ok"))
+    second_plan = first_plan + "\n" + http_tool_toml("web.added", stubs.http_url("ok"))
     with deploy(database_url, data_dir, stubs, first_plan) as first:
         before = await _calls(first, AGENT, uncertain=True)
         tokens = first.tokens
@@ -75,10 +75,7 @@ async def lives(
         for param in UNCERTAIN:
             kind = param.values[0]
             assert isinstance(kind, ToolKind)
-            assert kind.effects is not None
-            effects[kind.name] = kind.effects(stubs, data_dir).count(
-                f"token:default-ids:{kind.name}"
-            )
+            effects[kind.name] = second.effects(kind, f"token:default-ids:{kind.name}")
     return Lives(before, after, effects)
 
 

@@ -60,23 +60,23 @@ def _rewrite_tail(deployment: Deployment, run: str) -> None:
 
 
 TAILS = [
-    pytest.param(None, True, id="untouched"),
-    pytest.param(_delete_tail, False, id="last-entry-deleted"),
-    pytest.param(_rewrite_tail, False, id="last-entry-rewritten"),
+    pytest.param("untouched", None, True, id="untouched"),
+    pytest.param("deleted", _delete_tail, False, id="last-entry-deleted"),
+    pytest.param("rewritten", _rewrite_tail, False, id="last-entry-rewritten"),
 ]
 
 
-@pytest.mark.parametrize(("tamper", "intact"), TAILS)
+@pytest.mark.parametrize(("label", "tamper", "intact"), TAILS)
 @pytest.mark.parametrize("entry", offering("verify"))
 async def test_verify_detects_a_tampered_tail_after_the_last_checkpoint(
     deployment: Deployment,
     signing: tuple[Path, Path],
     entry: EntryPoint,
+    label: str,
     tamper: object,
     intact: bool,
-    request: pytest.FixtureRequest,
 ) -> None:
-    run = f"tail-{entry.name}-{request.node.callspec.id.split('-', 1)[1]}"
+    run = f"tail-{entry.slug}-{label}"
     await _run_of(deployment, run, 5)
     assert _checkpoints(deployment, run) == [2, 4]
     if callable(tamper):

@@ -30,8 +30,8 @@ REPLACES = {(APP.name, BUILTIN.name), (BUILTIN.name, APP.name)}
 PAIRS = [
     (a, b)
     for a, b in itertools.combinations_with_replacement(TOOL_KINDS, 2)
-    if a.declare_named is not None
-    and b.declare_named is not None
+    if a.declare_read is not None
+    and b.declare_read is not None
     and not (a is b and a in (BUILTIN, APP))  # one built-in set, one factory module
 ]
 
@@ -45,8 +45,8 @@ def _pair_config(stubs: HostileStubs, a: ToolKind, b: ToolKind) -> str:
     factories = sorted({spec for kind in (a, b) for spec in kind.factories})
     parts = [f"[tools]\nbuiltins = true\nfactories = {value(factories)}\n"]
     for kind in (a, b):
-        assert kind.declare_named is not None
-        parts.append(kind.declare_named(stubs, server))
+        assert kind.declare_read is not None
+        parts.append(kind.declare_read(stubs, server))
     return "\n".join(part for part in parts if part)
 
 

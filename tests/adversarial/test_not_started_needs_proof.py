@@ -32,7 +32,7 @@ CONTROLS = [
 
 def _ids(entry: EntryPoint, kind: ToolKind, mode: str) -> tuple[str, str]:
     """A cell's causal id and token: unique, and legal ids (``[A-Za-z0-9._:-]``)."""
-    cell = f"{entry.name.replace('/', '.')}.{kind.name}.{mode}"
+    cell = f"{entry.slug}.{kind.name}.{mode}"
     return f"ns.{cell}", f"token:{cell}"
 
 
@@ -42,12 +42,10 @@ async def test_an_answer_from_the_far_side_is_never_not_started_and_never_runs_t
     deployment: Deployment, entry: EntryPoint, kind: ToolKind, mode: str
 ) -> None:
     driver = entry.driver(deployment)
-    assert kind.effects is not None
-    effects = kind.effects(deployment.stubs, deployment.data_dir)
     run, (causal, token) = driver.run("not-started"), _ids(entry, kind, mode)
 
     first = await driver.post(AGENT, run, causal, kind.tool(mode), kind.payload(token))
-    assert effects.count(token) == 1, f"the stub did not act: {first.raw}"
+    assert deployment.effects(kind, token) == 1, f"the stub did not act: {first.raw}"
     assert first.outcome == "executed", first.raw
     assert first.boundary != "EFFECT_NOT_STARTED", first.raw
 
@@ -55,7 +53,7 @@ async def test_an_answer_from_the_far_side_is_never_not_started_and_never_runs_t
         await driver.post(AGENT, run, causal, kind.tool(mode), kind.payload(token))
         for _ in range(2)
     ]
-    assert effects.count(token) == 1, [answer.raw for answer in again]
+    assert deployment.effects(kind, token) == 1, [answer.raw for answer in again]
 
 
 @pytest.mark.parametrize(("kind", "mode"), CONTROLS)
@@ -64,9 +62,7 @@ async def test_a_call_that_provably_never_reached_the_tool_is_not_started_and_re
     deployment: Deployment, entry: EntryPoint, kind: ToolKind, mode: str
 ) -> None:
     driver = entry.driver(deployment)
-    assert kind.effects is not None
     assert kind.arrange is not None
-    effects = kind.effects(deployment.stubs, deployment.data_dir)
     run, (causal, token) = driver.run("not-started"), _ids(entry, kind, mode)
     tool = control_tool(kind, mode)
 
@@ -76,7 +72,7 @@ async def test_a_call_that_provably_never_reached_the_tool_is_not_started_and_re
     async with kind.arrange(mode, deployment.stubs, post_other):
         first = await driver.post(AGENT, run, causal, tool, kind.payload(token))
     assert first.boundary == "EFFECT_NOT_STARTED", first.raw
-    assert effects.count(token) == 0
+    assert deployment.effects(kind, token) == 0
 
     retried = await driver.post(AGENT, run, causal, tool, kind.payload(token))
     assert (retried.outcome, retried.attempt) == ("executed", 2), retried.raw

@@ -20,17 +20,13 @@ from tests.support.adversarial.entrypoints import EntryPoint, offering
 pytestmark = pytest.mark.db
 
 
-def _slug(entry: EntryPoint) -> str:
-    return entry.name.replace("/", "-")
-
-
 @pytest.mark.parametrize("entry", offering("post", per_turn=True))
 async def test_a_per_turn_instance_refuses_another_runs_decision_and_records_nothing(
     deployment: Deployment, entry: EntryPoint
 ) -> None:
     driver = entry.driver(deployment)
-    other = f"not-this-turns-{_slug(entry)}"
-    path = f"scope-{_slug(entry)}.txt"
+    other = f"not-this-turns-{entry.slug}"
+    path = f"scope-{entry.slug}.txt"
     answer = await driver.post(
         "acme:agent", other, "c1", "files.append", {"path": path, "line": "out of scope"}
     )
@@ -56,7 +52,7 @@ async def test_every_entry_point_refuses_what_the_edge_refuses(
 ) -> None:
     driver = entry.driver(deployment)
     run = driver.run("edge")
-    answer = await driver.post("initech:agent", run, f"edge.{code}.{_slug(entry)}", tool, payload)
+    answer = await driver.post("initech:agent", run, f"edge.{code}.{entry.slug}", tool, payload)
     assert (answer.outcome, answer.code) == ("refused", code), answer.raw
     assert not (deployment.data_dir / "sandbox" / "denied.txt").exists()
     assert deployment.stubs.http_effects.count("token:edge:egress") == 0

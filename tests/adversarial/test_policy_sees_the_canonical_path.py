@@ -56,7 +56,7 @@ def deployment(
 
 
 def _cell(entry: EntryPoint, spelling: str) -> str:
-    return f"{entry.name}.{spelling}".replace("/", "_")
+    return f"{entry.slug}.{spelling}".replace("/", "_")
 
 
 @pytest.mark.parametrize("path", SPELLINGS)

@@ -25,10 +25,6 @@ pytestmark = pytest.mark.db
 AGENT, AUDITOR = "acme:agent", "acme:auditor"
 
 
-def _slug(entry: EntryPoint) -> str:
-    return entry.name.replace("/", "-")
-
-
 @dataclass(frozen=True)
 class Decided:
     """A completed decision made through an entry point, then tampered with."""
@@ -48,7 +44,7 @@ async def _decide(deployment: Deployment, label: str) -> dict[str, Decided]:
         if "post" not in row.ops:
             continue
         driver = row.driver(deployment, f"turn-{label}")
-        run, slug = driver.run(label), _slug(row)
+        run, slug = driver.run(label), row.slug
         original, forged = f"{label}-original-{slug}", f"{label}-forged-{slug}"
         payload = {"note": original}
         answer = await driver.post(AGENT, run, f"{label}.{slug}", "echo", payload)

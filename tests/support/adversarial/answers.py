@@ -36,7 +36,7 @@ class Answer:
 
 @dataclass(frozen=True)
 class Done:
-    """An operator's action (approve, deny, resolve) or a read (verify, replay)."""
+    """An operator's action (approve, resolve) or a read (verify, replay)."""
 
     ok: bool
     code: str | None = None

@@ -1,12 +1,5 @@
-"""The hostile modes, and what the MCP stubs list.
-
-A *mode* names how a stub answers after it has performed its effect. Each stub offers
-one tool (or, for the HTTP tool kind, one endpoint path) per mode, so a cell of the
-suite is one tool name: ``web.status_404``, ``remote.jsonrpc_-32602``, ``stdio.die``.
-
-Every tool takes ``{"token": "..."}``: the stub writes the token into its effect log
-before answering, so a test counts how often the body ran for its own cell.
-"""
+"""What the MCP stubs list and how every stub answers after acting (the modes are
+:mod:`.modes`)."""
 
 from __future__ import annotations
 
@@ -19,49 +12,13 @@ from mcp import MCPError
 from mcp.server import Server, ServerRequestContext
 
 from tests.support.adversarial.effects import EffectLog
-from tests.support.adversarial.rawhttp import Request, reset, respond
-
-IDEMPOTENCY_KEY = "arvis.dev/idempotency_key"
-
-TRANSPORT_MODES = (
-    "status_202",
-    "redirect_307",
-    "status_404",
-    "status_400",
-    "status_500",
-    "html_200",
-    "malformed_json",
-    "hang",
-    "reset",
+from tests.support.adversarial.modes import (
+    HOSTILE_SCHEMA,
+    IDEMPOTENCY_KEY,
+    JSONRPC_ERRORS,
+    TOKEN_SCHEMA,
 )
-"""Answers of an HTTP endpoint after it read the request and acted."""
-
-JSONRPC_ERRORS = {
-    "jsonrpc_-32700": types.PARSE_ERROR,
-    "jsonrpc_-32600": types.INVALID_REQUEST,
-    "jsonrpc_-32601": types.METHOD_NOT_FOUND,
-    "jsonrpc_-32602": types.INVALID_PARAMS,
-    "jsonrpc_-32603": types.INTERNAL_ERROR,
-}
-"""A JSON-RPC error answered to a ``tools/call`` the server has already acted on."""
-
-MCP_HTTP_MODES = (*TRANSPORT_MODES, *JSONRPC_ERRORS, "is_error")
-STDIO_MODES = (*JSONRPC_ERRORS, "is_error", "die", "hang")
-
-BACKTRACKING = "^(a+)+$"
-"""A pattern Python's backtracking ``re`` needs 2**n steps for on ``"a" * n + "!"``."""
-BACKTRACKING_TEXT = "a" * 40 + "!"
-
-TOKEN_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"token": {"type": "string", "maxLength": 200}},
-    "required": ["token"],
-}
-HOSTILE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"text": {"type": "string", "pattern": BACKTRACKING}},
-    "required": ["text"],
-}
+from tests.support.adversarial.rawhttp import Request, reset, respond
 
 
 def listed_tools(modes: tuple[str, ...]) -> list[types.Tool]:

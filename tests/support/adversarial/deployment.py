@@ -151,6 +151,10 @@ class Deployment:
     def sandbox(self) -> Path:
         return self.data_dir / "sandbox"
 
+    def effects(self, kind: ToolKind, token: str) -> int:
+        """How many times a tool of ``kind`` acted for ``token``, in any of its processes."""
+        return kind.effect_count(self.stubs, self.data_dir, token)
+
     def tenant_of(self, who: str) -> str:
         return who.split(":", 1)[0]
 

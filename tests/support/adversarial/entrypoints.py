@@ -1,9 +1,9 @@
 """ENTRY_POINTS: one row per way into ARVIS, each with a driver speaking it.
 
 A driver offers the operations its entry point has — ``post`` (a decision, as a
-principal, with run and causal ids), ``replay``, ``verify``, ``approve``, ``deny``,
-``resolve`` — and answers them normalised (:mod:`.answers`). The row says which it has,
-so a rule runs on every entry point that offers what the rule needs. A new entry point
+principal, with run and causal ids), ``replay``, ``verify``, ``approve``, ``resolve`` —
+and answers them normalised (:mod:`.answers`). The row says which it has, so a rule
+runs on every entry point that offers what the rule needs. A new entry point
 is one more row (and, if it speaks something new, one more driver class).
 
 Per-turn rows talk to ``arvis serve-turn`` of the same deployment, which serves one run:
@@ -54,7 +54,7 @@ class Driver:
 
     def run(self, label: str) -> str:
         """The run a cell labelled ``label`` posts on."""
-        return f"{label}-{self.name.replace('/', '-')}"
+        return f"{label}-{self.name.replace('/', '-')}"  # as EntryPoint.slug
 
     def auth(self, who: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.deployment.tokens[who]}"}
@@ -71,9 +71,6 @@ class Driver:
         raise NotImplementedError(self.name)
 
     async def approve(self, who: str, confirmation_id: str) -> Done:
-        raise NotImplementedError(self.name)
-
-    async def deny(self, who: str, confirmation_id: str) -> Done:
         raise NotImplementedError(self.name)
 
     async def resolve(
@@ -117,10 +114,6 @@ class HttpDriver(Driver):
     async def approve(self, who: str, confirmation_id: str) -> Done:
         path = f"/v1/confirmations/{confirmation_id}/approve"
         return done_from_http(await self._request("POST", path, who))
-
-    async def deny(self, who: str, confirmation_id: str) -> Done:
-        path = f"/v1/confirmations/{confirmation_id}/deny"
-        return done_from_http(await self._request("POST", path, who, json={}))
 
     async def resolve(
         self, who: str, run_id: str, key: str, attempt: int, as_: str, evidence: str
@@ -177,9 +170,6 @@ class ConsoleDriver(Driver):
 
     async def approve(self, who: str, confirmation_id: str) -> Done:
         return await self._form(who, f"/console/confirmations/{confirmation_id}/approve", {})
-
-    async def deny(self, who: str, confirmation_id: str) -> Done:
-        return await self._form(who, f"/console/confirmations/{confirmation_id}/deny", {})
 
     async def resolve(
         self, who: str, run_id: str, key: str, attempt: int, as_: str, evidence: str
@@ -270,20 +260,36 @@ class EntryPoint:
     def __repr__(self) -> str:
         return f"EntryPoint({self.name})"
 
+    @property
+    def slug(self) -> str:
+        """Its name as it may appear in a run or causal id (``[A-Za-z0-9._:-]``)."""
+        return self.name.replace("/", "-")
+
 
 def _ops(*names: str) -> frozenset[str]:
     return frozenset(names)
 
 
 ENTRY_POINTS: tuple[EntryPoint, ...] = (
-    EntryPoint("http", HttpDriver, _ops("post", "replay", "verify", "approve", "deny", "resolve")),
+    EntryPoint("http", HttpDriver, _ops("post", "replay", "verify", "approve", "resolve")),
     EntryPoint("mcp", McpDriver, _ops("post")),
-    EntryPoint("console", ConsoleDriver, _ops("approve", "deny", "resolve")),
+    EntryPoint("console", ConsoleDriver, _ops("approve", "resolve")),
     EntryPoint("cli", CliDriver, _ops("replay", "verify", "resolve"), operator_reads=True),
-    EntryPoint("serve-turn/http", TurnHttpDriver, _ops("post", "replay"), per_turn=True),
+    EntryPoint(
+        "serve-turn/http",
+        TurnHttpDriver,
+        _ops("post", "replay", "verify", "approve", "resolve"),
+        per_turn=True,
+    ),
     EntryPoint("serve-turn/mcp", TurnMcpDriver, _ops("post"), per_turn=True),
 )
 """Every way in. Add a row to hold a new entry point to every rule of the suite."""
+
+
+def entry_point(name: str) -> EntryPoint:
+    """The row of ``ENTRY_POINTS`` called ``name``."""
+    [row] = [row for row in ENTRY_POINTS if row.name == name]
+    return row
 
 
 def offering(op: str, *, per_turn: bool | None = None, principal_reads: bool = False) -> list[Any]:

@@ -23,8 +23,8 @@ from pathlib import Path
 from arvis.domain.definitions import Effect, ReplaySafety, ToolDefinition
 from arvis.tools.base import Reporter, Tool, ToolInvocation, ToolResult
 from arvis.tools.registry import ToolHost
-from tests.support.adversarial.catalog import HOSTILE_SCHEMA, TOKEN_SCHEMA
 from tests.support.adversarial.effects import EffectLog
+from tests.support.adversarial.modes import HOSTILE_SCHEMA, TOKEN_SCHEMA
 
 NAME_VARIABLE = "ADVERSARIAL_APP_TOOL"
 SPEC = "tests.support.adversarial.factories:make_tools"

@@ -25,16 +25,10 @@ from typing import Any
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from tests.support.adversarial.asgi import forward
-from tests.support.adversarial.catalog import (
-    IDEMPOTENCY_KEY,
-    MCP_HTTP_MODES,
-    TRANSPORT_MODES,
-    answer_hostile,
-    mcp_server,
-    tool_call,
-)
+from tests.support.adversarial.catalog import answer_hostile, mcp_server, tool_call
 from tests.support.adversarial.effects import EffectLog
 from tests.support.adversarial.loopthread import LoopThread
+from tests.support.adversarial.modes import IDEMPOTENCY_KEY, MCP_HTTP_MODES, TRANSPORT_MODES
 from tests.support.adversarial.rawhttp import RawHttpServer, Request, respond
 
 STDIO_SERVER = Path(__file__).resolve().parent / "stdio" / "hostile_server.py"

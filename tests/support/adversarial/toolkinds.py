@@ -16,15 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.support.adversarial.catalog import (
+from tests.support.adversarial.effects import EffectLog
+from tests.support.adversarial.factories import SPEC as APP_FACTORY
+from tests.support.adversarial.modes import (
     HOSTILE_SCHEMA,
     MCP_HTTP_MODES,
     STDIO_MODES,
     TOKEN_SCHEMA,
     TRANSPORT_MODES,
 )
-from tests.support.adversarial.effects import EffectLog
-from tests.support.adversarial.factories import SPEC as APP_FACTORY
 from tests.support.adversarial.stubs import HostileStubs
 from tests.support.adversarial.toml import table
 
@@ -52,12 +52,13 @@ class ToolKind:
     """Where its effects are counted (stubs, deployment data dir)."""
     backtracking_tool: str | None = None
     """Its tool whose input schema has a backtracking pattern, if it can have one."""
-    declare_named: Callable[[HostileStubs, str], str] | None = None
-    """TOML (and, for the app kind, nothing: see ``named_env``) declaring a tool named
-    ``<server>.read``; the server (first segment) is the argument."""
+    declare_read: Callable[[HostileStubs, str], str] | None = None
+    """TOML declaring a tool named ``<server>.read`` (the server, its first segment, is the
+    argument); the built-ins have one as ``files.read``, the app kind by ``named_env``."""
     source_words: Callable[[str], Sequence[str]] = lambda server: ()
     """Words of which one names this source in a start-up error about ``<server>.read``."""
     named_env: Callable[[str], dict[str, str]] = lambda server: {}
+    """The environment ``declare_read`` needs (the app factory reads its tool's name)."""
     arrange: Callable[[str, HostileStubs, Poster], Any] | None = None
     """For a control mode: an async context manager that makes the call unreachable."""
     control_tools: dict[str, str] = field(default_factory=dict)
@@ -71,11 +72,18 @@ class ToolKind:
     def tool(self, mode: str) -> str:
         return f"{self.prefix}{mode}"
 
+    def effect_count(self, stubs: HostileStubs, data_dir: Path, token: str) -> int:
+        """How many times one of its tools acted for ``token`` (in any ARVIS process)."""
+        if self.effects is None:
+            raise AssertionError(f"the {self.name} kind counts no effects")
+        return self.effects(stubs, data_dir).count(token)
+
     def payload(self, token: str) -> dict[str, Any]:
         return {"token": token}
 
 
-def _http_tool(name: str, url: str, schema: dict[str, Any] = TOKEN_SCHEMA) -> str:
+def http_tool_toml(name: str, url: str, schema: dict[str, Any] = TOKEN_SCHEMA) -> str:
+    """One ``[[tools.http]]`` entry: a mutating, unsafe endpoint at ``url``."""
     return table(
         "[[tools.http]]",
         {
@@ -91,9 +99,11 @@ def _http_tool(name: str, url: str, schema: dict[str, Any] = TOKEN_SCHEMA) -> st
 
 
 def _declare_http(stubs: HostileStubs) -> str:
-    tools = [_http_tool(f"web.{mode}", stubs.http_url(mode)) for mode in (*TRANSPORT_MODES, "ok")]
-    tools.append(_http_tool("web.refused", stubs.refused_url))
-    tools.append(_http_tool("web.backtrack", stubs.http_url("ok"), HOSTILE_SCHEMA))
+    tools = [
+        http_tool_toml(f"web.{mode}", stubs.http_url(mode)) for mode in (*TRANSPORT_MODES, "ok")
+    ]
+    tools.append(http_tool_toml("web.refused", stubs.refused_url))
+    tools.append(http_tool_toml("web.backtrack", stubs.http_url("ok"), HOSTILE_SCHEMA))
     return "\n".join(tools)
 
 
@@ -101,7 +111,8 @@ def terms_tools(stubs: HostileStubs) -> str:
     """``terms.group`` and ``terms.quorum``: endpoints that answer 500 after acting (an
     uncertain outcome), which the shared policy gives consent terms."""
     return "\n".join(
-        _http_tool(name, stubs.http_url("status_500")) for name in ("terms.group", "terms.quorum")
+        http_tool_toml(name, stubs.http_url("status_500"))
+        for name in ("terms.group", "terms.quorum")
     )
 
 
@@ -139,7 +150,7 @@ async def _nothing(mode: str, stubs: HostileStubs, post: Poster) -> AsyncIterato
 BUILTIN = ToolKind(
     name="builtin",
     prefix="files.",
-    declare_named=lambda stubs, server: "",
+    declare_read=lambda stubs, server: "",
     source_words=lambda server: ("built-in", "builtin"),
 )
 APP = ToolKind(
@@ -150,7 +161,7 @@ APP = ToolKind(
     factories=(APP_FACTORY,),
     effects=lambda stubs, data_dir: EffectLog(data_dir / "app-effects.jsonl"),
     backtracking_tool="app.backtrack",
-    declare_named=lambda stubs, server: "",
+    declare_read=lambda stubs, server: "",
     named_env=lambda server: {"ADVERSARIAL_APP_TOOL": f"{server}.read"},
     source_words=lambda server: (APP_FACTORY, "tests.support.adversarial.factories"),
 )
@@ -163,7 +174,7 @@ HTTP = ToolKind(
     declare=_declare_http,
     effects=lambda stubs, data_dir: stubs.http_effects,
     backtracking_tool="web.backtrack",
-    declare_named=lambda stubs, server: _http_tool(f"{server}.read", stubs.http_url("ok")),
+    declare_read=lambda stubs, server: http_tool_toml(f"{server}.read", stubs.http_url("ok")),
     source_words=lambda server: ("[[tools.http]]", "tools.http"),
     arrange=_nothing,
 )
@@ -175,7 +186,7 @@ MCP_STDIO = ToolKind(
     declare=_stdio,
     effects=lambda stubs, data_dir: stubs.stdio_effects,
     backtracking_tool="stdio.backtrack",
-    declare_named=lambda stubs, server: _stdio(stubs, server),
+    declare_read=lambda stubs, server: _stdio(stubs, server),
     source_words=lambda server: (f"[[tools.mcp]] {server!r}", f"tools.mcp {server!r}"),
     arrange=_unstartable,
     control_tools={"unstartable": "stdio.ok"},
@@ -189,7 +200,7 @@ MCP_HTTP = ToolKind(
     declare=_remote,
     effects=lambda stubs, data_dir: stubs.mcp_http_effects,
     backtracking_tool="remote.backtrack",
-    declare_named=lambda stubs, server: _remote(stubs, server),
+    declare_read=lambda stubs, server: _remote(stubs, server),
     source_words=lambda server: (f"[[tools.mcp]] {server!r}", f"tools.mcp {server!r}"),
 )
 

@@ -21,8 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[4]))
 import anyio
 from mcp.server.stdio import stdio_server
 
-from tests.support.adversarial.catalog import STDIO_MODES, mcp_server
+from tests.support.adversarial.catalog import mcp_server
 from tests.support.adversarial.effects import EffectLog
+from tests.support.adversarial.modes import STDIO_MODES
 
 STATE = Path(sys.argv[1])
 
