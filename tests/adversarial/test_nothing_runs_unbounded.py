@@ -24,7 +24,7 @@ from tests.support.adversarial.toolkinds import TOOL_KINDS, ToolKind
 pytestmark = pytest.mark.db
 
 RUN = "turn-unbounded"
-HEALTH_TIMEOUT_S = 3.0
+HEALTH_TIMEOUT_S = 5.0
 """Far more than a healthy instance needs; far less than 2**40 backtracking steps."""
 KINDS = [pytest.param(kind, id=kind.name) for kind in TOOL_KINDS if kind.backtracking_tool]
 
