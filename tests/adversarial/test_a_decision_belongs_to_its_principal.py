@@ -1,0 +1,63 @@
+"""DESIGN §10 "A decision belongs to its principal", at every entry point.
+
+A run is bound to the principal that opened it (and its tenant): another agent principal
+of the same tenant posting on it is refused ``identity_mismatch`` and never receives its
+results — not a deduplicated answer of a decision the opener made, not a replay. Auditors
+read every run of their tenant.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.adversarial.deployment import Deployment
+from tests.support.adversarial.entrypoints import EntryPoint, HttpDriver, offering
+
+pytestmark = pytest.mark.db
+
+OPENER, OTHER, AUDITOR = "acme:agent", "acme:agent2", "acme:auditor"
+SECRET = "only-the-opener-may-see-this"
+
+
+@pytest.mark.parametrize("entry", offering("post"))
+async def test_another_principal_of_the_tenant_is_refused_on_a_run_it_did_not_open(
+    deployment: Deployment, entry: EntryPoint
+) -> None:
+    driver = entry.driver(deployment)
+    run, sandbox = driver.run("bound"), deployment.data_dir / "sandbox"
+    decided = {"path": f"bound-{entry.slug}.txt", "content": SECRET}
+    opened = await driver.post(OPENER, run, f"open.{entry.slug}", "files.write", decided)
+    assert (opened.outcome, opened.boundary) == ("executed", "EFFECT_COMPLETED"), opened.raw
+
+    path = f"bound-{entry.slug}-other.txt"
+    new = await driver.post(
+        OTHER, run, f"other.{entry.slug}", "files.append", {"path": path, "line": "x"}
+    )
+    assert new.code == "identity_mismatch", new.raw
+    assert not (sandbox / path).exists()
+
+    same = await driver.post(OTHER, run, f"open.{entry.slug}", "files.write", decided)
+    assert same.outcome != "deduplicated", same.raw
+    assert same.code == "identity_mismatch", same.raw
+    assert SECRET not in same.raw
+
+
+@pytest.mark.parametrize("entry", offering("replay", principal_reads=True))
+async def test_another_principal_never_replays_the_run_and_an_auditor_does(
+    deployment: Deployment, entry: EntryPoint
+) -> None:
+    run = f"replayed-{entry.slug}"
+    decided = {"path": f"replayed-{entry.slug}.txt", "content": SECRET}
+    opened = await HttpDriver(deployment).post(OPENER, run, "c1", "files.write", decided)
+    assert opened.outcome == "executed", opened.raw
+    driver = entry.driver(deployment)
+
+    other = await driver.replay(OTHER, run)
+    assert not other.ok, other.raw
+    assert SECRET not in other.raw
+    assert other.results == []
+    opener = await driver.replay(OPENER, run)
+    auditor = await driver.replay(AUDITOR, run)
+    assert opener.ok, opener.raw
+    assert auditor.ok, auditor.raw
+    assert SECRET in auditor.raw

@@ -1,0 +1,304 @@
+"""ENTRY_POINTS: one row per way into ARVIS, each with a driver speaking it.
+
+A driver offers the operations its entry point has — ``post`` (a decision, as a
+principal, with run and causal ids), ``replay``, ``verify``, ``approve``, ``resolve`` —
+and answers them normalised (:mod:`.answers`). The row says which it has, so a rule
+runs on every entry point that offers what the rule needs. A new entry point
+is one more row (and, if it speaks something new, one more driver class).
+
+Per-turn rows talk to ``arvis serve-turn`` of the same deployment, which serves one run:
+their cells post on that run (:meth:`Driver.run`), as an agent of that turn would.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import httpx
+import httpx2
+import mcp_types as types
+import pytest
+from mcp import Client, MCPError
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.support.adversarial.answers import (
+    Answer,
+    Done,
+    done_from_http,
+    from_http,
+    from_mcp,
+    from_mcp_error,
+)
+from tests.support.adversarial.deployment import Deployment
+from tests.support.console import sign_in
+
+TURN_RUN = "turn-home"
+"""The run the per-turn instance of a deployment serves."""
+RUN_ID, CAUSAL_ID = "arvis.dev/run_id", "arvis.dev/causal_id"
+_DATA_CODE = re.compile(r'data-code="([^"]+)"')
+
+
+class Driver:
+    """The operations an entry point offers; those it lacks raise (the table says which)."""
+
+    name = "?"
+
+    def __init__(self, deployment: Deployment, turn_run: str = TURN_RUN) -> None:
+        self.deployment = deployment
+        self.turn_run = turn_run
+        """The run a per-turn driver's instance serves."""
+
+    def run(self, label: str) -> str:
+        """The run a cell labelled ``label`` posts on."""
+        return f"{label}-{self.name.replace('/', '-')}"  # as EntryPoint.slug
+
+    def auth(self, who: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.deployment.tokens[who]}"}
+
+    async def post(
+        self, who: str, run_id: str, causal_id: str, tool: str, payload: dict[str, Any]
+    ) -> Answer:
+        raise NotImplementedError(self.name)
+
+    async def replay(self, who: str, run_id: str) -> Done:
+        raise NotImplementedError(self.name)
+
+    async def verify(self, who: str, run_id: str, **evidence: Path) -> Done:
+        raise NotImplementedError(self.name)
+
+    async def approve(self, who: str, confirmation_id: str) -> Done:
+        raise NotImplementedError(self.name)
+
+    async def resolve(
+        self, who: str, run_id: str, key: str, attempt: int, as_: str, evidence: str
+    ) -> Done:
+        raise NotImplementedError(self.name)
+
+
+class HttpDriver(Driver):
+    """The v1 API: ``POST /v1/syscalls`` and the run, confirmation and resolve routes."""
+
+    name = "http"
+
+    def base(self) -> str:
+        return self.deployment.url
+
+    async def _request(self, method: str, path: str, who: str, **kwargs: Any) -> httpx.Response:
+        async with httpx.AsyncClient(base_url=self.base(), timeout=60) as http:
+            return await http.request(method, path, headers=self.auth(who), **kwargs)
+
+    async def post(
+        self, who: str, run_id: str, causal_id: str, tool: str, payload: dict[str, Any]
+    ) -> Answer:
+        body = {
+            "name": "tool.execute",
+            "run_id": run_id,
+            "causal_id": causal_id,
+            "decision": {"tool": tool, "payload": payload},
+        }
+        return from_http(await self._request("POST", "/v1/syscalls", who, json=body))
+
+    async def replay(self, who: str, run_id: str) -> Done:
+        return done_from_http(await self._request("POST", f"/v1/runs/{run_id}/replay", who))
+
+    async def verify(self, who: str, run_id: str, **evidence: Path) -> Done:
+        response = await self._request("GET", f"/v1/runs/{run_id}/verify", who)
+        done = done_from_http(response)
+        ok = done.ok and bool(response.json().get("ok"))
+        return Done(ok, done.code, [], done.raw)
+
+    async def approve(self, who: str, confirmation_id: str) -> Done:
+        path = f"/v1/confirmations/{confirmation_id}/approve"
+        return done_from_http(await self._request("POST", path, who))
+
+    async def resolve(
+        self, who: str, run_id: str, key: str, attempt: int, as_: str, evidence: str
+    ) -> Done:
+        path = f"/v1/runs/{run_id}/attempts/{key}/{attempt}/resolve"
+        body = {"as": as_, "evidence": evidence}
+        return done_from_http(await self._request("POST", path, who, json=body))
+
+
+class McpDriver(Driver):
+    """``/mcp`` with the official SDK's client; the ids travel in ``_meta`` (none: the
+    entry point's defaults)."""
+
+    name = "mcp"
+
+    def base(self) -> str:
+        return self.deployment.url
+
+    async def post(
+        self,
+        who: str,
+        run_id: str | None,
+        causal_id: str | None,
+        tool: str,
+        payload: dict[str, Any],
+    ) -> Answer:
+        meta = {RUN_ID: run_id, CAUSAL_ID: causal_id}
+        named = {key: value for key, value in meta.items() if value is not None}
+        async with (
+            httpx2.AsyncClient(headers=self.auth(who), timeout=60) as http,
+            Client(streamable_http_client(f"{self.base()}/mcp", http_client=http)) as client,
+        ):
+            try:
+                meta_arg = cast("types.RequestParamsMeta | None", named or None)
+                return from_mcp(await client.call_tool(tool, payload, meta=meta_arg))
+            except MCPError as exc:
+                return from_mcp_error(exc)
+
+
+class ConsoleDriver(Driver):
+    """The operator console's forms, signed in with the principal's key, as a browser
+    without script posts them."""
+
+    name = "console"
+
+    async def _form(self, who: str, path: str, fields: dict[str, str]) -> Done:
+        async with httpx.AsyncClient(base_url=self.deployment.url, timeout=60) as http:
+            csrf = await sign_in(http, self.deployment.tokens[who])
+            response = await http.post(path, data={"csrf_token": csrf, **fields})
+        if response.status_code == 303:
+            return Done(True, raw=f"303 {response.headers.get('location')}")
+        found = _DATA_CODE.search(response.text)
+        return Done(False, found.group(1) if found else None, raw=f"{response.status_code}")
+
+    async def approve(self, who: str, confirmation_id: str) -> Done:
+        return await self._form(who, f"/console/confirmations/{confirmation_id}/approve", {})
+
+    async def resolve(
+        self, who: str, run_id: str, key: str, attempt: int, as_: str, evidence: str
+    ) -> Done:
+        path = f"/console/runs/{run_id}/attempts/{key}/{attempt}/resolve"
+        return await self._form(who, path, {"as": as_, "evidence": evidence})
+
+
+class CliDriver(Driver):
+    """``arvis verify``, ``replay`` (an operator's, on the database) and ``resolve`` (as
+    the principal of ``ARVIS_API_KEY``), each a subprocess."""
+
+    name = "cli"
+
+    async def replay(self, who: str, run_id: str) -> Done:
+        tenant = self.deployment.tenant_of(who)
+        ran = await self.deployment.cli("replay", run_id, "--tenant", tenant, "--json")
+        if ran.returncode != 0:
+            return Done(False, raw=ran.stderr)
+        import json
+
+        return Done(True, results=json.loads(ran.stdout), raw=ran.stdout[:2000])
+
+    async def verify(self, who: str, run_id: str, **evidence: Path) -> Done:
+        tenant = self.deployment.tenant_of(who)
+        flags = [
+            part
+            for name, path in evidence.items()
+            for part in (f"--{name.replace('_', '-')}", str(path))
+        ]
+        ran = await self.deployment.cli("verify", run_id, "--tenant", tenant, *flags, "--json")
+        return Done(ran.returncode == 0, raw=ran.stdout + ran.stderr)
+
+    async def resolve(
+        self, who: str, run_id: str, key: str, attempt: int, as_: str, evidence: str
+    ) -> Done:
+        ran = await self.deployment.cli(
+            "resolve",
+            run_id,
+            key,
+            str(attempt),
+            "--as",
+            as_,
+            "--evidence",
+            evidence,
+            "--json",
+            ARVIS_API_KEY=self.deployment.tokens[who],
+        )
+        return Done(ran.returncode == 0, raw=ran.stdout + ran.stderr)
+
+
+class TurnHttpDriver(HttpDriver):
+    """The v1 API of ``arvis serve-turn`` (its run only)."""
+
+    name = "serve-turn/http"
+
+    def run(self, label: str) -> str:
+        return self.turn_run
+
+    def base(self) -> str:
+        return self.deployment.turn(self.turn_run).url
+
+
+class TurnMcpDriver(McpDriver):
+    """``/mcp`` of ``arvis serve-turn`` (its run only)."""
+
+    name = "serve-turn/mcp"
+
+    def run(self, label: str) -> str:
+        return self.turn_run
+
+    def base(self) -> str:
+        return self.deployment.turn(self.turn_run).url
+
+
+@dataclass(frozen=True)
+class EntryPoint:
+    name: str
+    driver: Callable[..., Driver]
+    """``driver(deployment)``, or ``driver(deployment, turn_run)`` for a per-turn instance of
+    another run than the deployment's shared one."""
+    ops: frozenset[str]
+    per_turn: bool = False
+    """It is a per-turn instance: it serves one run, and must refuse every other."""
+    operator_reads: bool = False
+    """Its replay and verify are an operator's (no principal): principal rules skip it."""
+
+    def __repr__(self) -> str:
+        return f"EntryPoint({self.name})"
+
+    @property
+    def slug(self) -> str:
+        """Its name as it may appear in a run or causal id (``[A-Za-z0-9._:-]``)."""
+        return self.name.replace("/", "-")
+
+
+def _ops(*names: str) -> frozenset[str]:
+    return frozenset(names)
+
+
+ENTRY_POINTS: tuple[EntryPoint, ...] = (
+    EntryPoint("http", HttpDriver, _ops("post", "replay", "verify", "approve", "resolve")),
+    EntryPoint("mcp", McpDriver, _ops("post")),
+    EntryPoint("console", ConsoleDriver, _ops("approve", "resolve")),
+    EntryPoint("cli", CliDriver, _ops("replay", "verify", "resolve"), operator_reads=True),
+    EntryPoint(
+        "serve-turn/http",
+        TurnHttpDriver,
+        _ops("post", "replay", "verify", "approve", "resolve"),
+        per_turn=True,
+    ),
+    EntryPoint("serve-turn/mcp", TurnMcpDriver, _ops("post"), per_turn=True),
+)
+"""Every way in. Add a row to hold a new entry point to every rule of the suite."""
+
+
+def entry_point(name: str) -> EntryPoint:
+    """The row of ``ENTRY_POINTS`` called ``name``."""
+    [row] = [row for row in ENTRY_POINTS if row.name == name]
+    return row
+
+
+def offering(op: str, *, per_turn: bool | None = None, principal_reads: bool = False) -> list[Any]:
+    """``pytest.param`` of each entry point offering ``op`` (filtered), id'd by name."""
+    rows = [
+        row
+        for row in ENTRY_POINTS
+        if op in row.ops
+        and (per_turn is None or row.per_turn == per_turn)
+        and not (principal_reads and row.operator_reads)
+    ]
+    return [pytest.param(row, id=row.name) for row in rows]
