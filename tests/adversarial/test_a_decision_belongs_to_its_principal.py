@@ -52,12 +52,14 @@ async def test_another_principal_never_replays_the_run_and_an_auditor_does(
     assert opened.outcome == "executed", opened.raw
     driver = entry.driver(deployment)
 
+    # The recorded result names the file it wrote: what another principal must not learn.
+    written = decided["path"]
     other = await driver.replay(OTHER, run)
     assert not other.ok, other.raw
-    assert SECRET not in other.raw
+    assert written not in other.raw
     assert other.results == []
     opener = await driver.replay(OPENER, run)
     auditor = await driver.replay(AUDITOR, run)
     assert opener.ok, opener.raw
     assert auditor.ok, auditor.raw
-    assert SECRET in auditor.raw
+    assert written in auditor.raw

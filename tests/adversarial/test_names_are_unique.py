@@ -43,7 +43,12 @@ def _server(a: ToolKind, b: ToolKind) -> str:
 def _pair_config(stubs: HostileStubs, a: ToolKind, b: ToolKind) -> str:
     server = _server(a, b)
     factories = sorted({spec for kind in (a, b) for spec in kind.factories})
-    parts = [f"[tools]\nbuiltins = true\nfactories = {value(factories)}\n"]
+    parts = [
+        f"[tools]\nbuiltins = true\nfactories = {value(factories)}\n",
+        # The stubs' host is allowed, so the name is what stops start-up (an upstream no
+        # tenant may reach stops it first, sending nothing).
+        '[policy.default]\negress_hosts = ["127.0.0.1"]\n',
+    ]
     for kind in (a, b):
         assert kind.declare_read is not None
         parts.append(kind.declare_read(stubs, server))
