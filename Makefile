@@ -38,7 +38,7 @@ pytest: install
 
 ## test-db: the database tests again (CI sets ARVIS_TEST_DATABASE_URL for a second server)
 test-db: install
-	$(VENV)/bin/pytest -q tests/integration tests/e2e tests/reliability
+	$(VENV)/bin/pytest -q tests/integration tests/e2e tests/reliability tests/adversarial
 
 ## reliability: the seven scenarios of docs/reliability.md at full size (minutes); prints their lines
 reliability: install
