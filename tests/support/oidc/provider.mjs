@@ -326,7 +326,11 @@ ${form}
         const bad = (message) => { throw new errors.InvalidClientMetadata(`${key} ${message}`); };
         if (key === 'arvis_claims') {
           if (typeof value !== 'object' || value === null || Array.isArray(value)) bad('must be an object');
-          try { checkClaims(value, key); } catch (err) { bad(err.message); }
+          try {
+            checkClaims(value, key);
+          } catch (err) {
+            throw new errors.InvalidClientMetadata(err.message);
+          }
         } else if (key === 'default_resource') {
           if (typeof value !== 'string') bad('must be a string');
         } else if (!Array.isArray(value) || value.some((item) => typeof item !== 'string')) {
