@@ -17,7 +17,16 @@ $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e '.[test]'
 	@touch $(STAMP)
 
-install: $(STAMP)
+# The identity tests' OpenID provider (tests/support/oidc): its npm packages, exactly as
+# the lock file has them. Without npm the tests that need it skip, saying so.
+OIDC := tests/support/oidc
+OIDC_STAMP := $(OIDC)/node_modules/.package-lock.json
+
+$(OIDC_STAMP): $(OIDC)/package-lock.json $(OIDC)/package.json
+	@if command -v npm >/dev/null; then cd $(OIDC) && npm ci --no-audit --no-fund; \
+	else echo "npm not found: tests needing the OpenID provider ($(OIDC)) will skip"; fi
+
+install: $(STAMP) $(OIDC_STAMP)
 
 ## run: install, migrate, and serve on the embedded PostgreSQL with the built-in tools
 run: install
@@ -45,7 +54,7 @@ reliability: install
 	ARVIS_RELIABILITY_SCALE=full $(VENV)/bin/pytest -q -m reliability tests/reliability
 
 clean:
-	rm -rf $(VENV) .arvis .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .arvis .mypy_cache .pytest_cache .ruff_cache $(OIDC)/node_modules
 
 ## bench: every figure of docs/benchmarks.md, full sizes (minutes); installs the bench extra
 bench: install

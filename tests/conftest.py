@@ -1,1 +1,1 @@
-pytest_plugins = ["tests.support.postgres", "tests.support.wheel"]
+pytest_plugins = ["tests.support.postgres", "tests.support.wheel", "tests.support.oidc"]
