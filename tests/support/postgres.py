@@ -1,8 +1,10 @@
 """PostgreSQL for tests: one server per session, one fresh database per module.
 
-The server is ``ARVIS_TEST_DATABASE_URL`` when set (CI runs the suite once more
-against the machine's PostgreSQL 15), else an embedded PostgreSQL in a
-temporary directory.
+The server is the coordinator of a Citus cluster of the session's own with
+``ARVIS_TEST_CITUS=1`` (``make test-citus``; tests.support.citus creates each database on
+every node), else ``ARVIS_TEST_DATABASE_URL`` when set (CI runs the suite once more
+against the machine's PostgreSQL 15), else an embedded PostgreSQL in a temporary
+directory.
 """
 
 from __future__ import annotations
@@ -23,11 +25,18 @@ from arvis.store.database import PgStore
 from arvis.store.embedded import start_embedded
 from arvis.store.engine import libpq_url
 from arvis.store.migrate import upgrade
+from tests.support import citus
+
+# A fixture: pytest finds it in this plugin's namespace (pg_server_url asks for it by name).
+from tests.support.citus import citus_cluster  # noqa: F401
 
 
 @pytest.fixture(scope="session")
-def pg_server_url() -> Iterator[str]:
+def pg_server_url(request: pytest.FixtureRequest) -> Iterator[str]:
     """A URL of a PostgreSQL server on which tests may create databases."""
+    if citus.SELECTED:
+        yield request.getfixturevalue("citus_cluster").url
+        return
     external = os.environ.get("ARVIS_TEST_DATABASE_URL")
     if external:
         yield external
@@ -47,6 +56,9 @@ def pg_server_url() -> Iterator[str]:
 
 def create_database(server_url: str, prefix: str = "arvis_t") -> str:
     """Create an empty database and return its URL."""
+    cluster = citus.serving(server_url)
+    if cluster is not None:
+        return cluster.create_database(prefix)
     name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(libpq_url(server_url), autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
@@ -62,6 +74,10 @@ def sql(url: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
 
 
 def drop_database(server_url: str, url: str) -> None:
+    cluster = citus.serving(server_url)
+    if cluster is not None:
+        cluster.drop_database(url)
+        return
     name = make_url(url).database
     with psycopg.connect(libpq_url(server_url), autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
