@@ -247,7 +247,9 @@ async def crash_during_dispatch(
         await doomed.close()
         raise AssertionError(f"the call never reached its tool: {await task}")
     # The process dies (kill -9): it never reaches the database again, its lease lapses.
+    # Its settlement tries once, not five times with backoff: nothing it does can land.
     doomed.store.outage = True
+    doomed.handler.settlement.attempts = 1
     task.cancel()
     with contextlib.suppress(BaseException):
         await task

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 from arvis.domain.errors import IntegrityConflict
 from arvis.domain.ids import RunId, TenantId
@@ -21,9 +20,6 @@ from arvis.domain.journal import (
 from arvis.lifecycle.journal import chain_hash
 from arvis.lifecycle.ports import JournalEntry
 from tests.support.fakestore.tables import ResolutionRow, StoredEntry, Tables
-
-if TYPE_CHECKING:
-    from tests.support.fakestore.store import FakeLifecycleStore
 
 # The boundaries an entry trigger treats as uncertain (revision 0006).
 UNCERTAIN = ("EFFECT_STARTED", "EFFECT_STATE_UNKNOWN")
@@ -72,7 +68,8 @@ class Append:
     flag: str | None
 
 
-def append_entry(store: FakeLifecycleStore, t: Tables, a: Append) -> JournalEntry:
+def append_entry(now: datetime, t: Tables, a: Append) -> JournalEntry:
+    """Place ``a`` at the run's head; ``now`` is the database's clock."""
     run = t.runs.get((a.tenant, a.run))
     if run is None:
         raise Refused(IntegrityConflict(f"run {a.run} does not exist", None))
@@ -130,7 +127,7 @@ def append_entry(store: FakeLifecycleStore, t: Tables, a: Append) -> JournalEntr
                     run_id=a.run,
                     causal_id=a.causal,
                     uncertain_position=position,
-                    next_ask_at=store.now(),
+                    next_ask_at=now,
                 ),
             )
         t.events = (*t.events, ("effect.uncertain", f"{a.run}:{position}"))
