@@ -6,7 +6,9 @@ other is a fake that lies, or SQL that changed its answers."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import json
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -734,3 +736,108 @@ async def test_the_runs_list_counts_waiting_and_uncertain(ops: LifecycleStore) -
         found, total = await reads.runs(T, run, 10, 0)
     assert total == 1
     assert [(r.run_id, r.entries, r.waiting, r.uncertain) for r in found] == [(run, 1, 1, 1)]
+
+
+# -- what is read back is what was written -------------------------------------
+
+
+async def test_a_consent_reads_back_as_it_was_asked(ops: LifecycleStore) -> None:
+    it = intent(fresh("run"))
+    asked = await ask_consent(ops, it, quorum=2)
+    history = await ops.history(T, it.context.run_id, it.context.causal_id, it.idempotency_key)
+    assert history.confirmation == asked
+    assert history.read_at is not None
+    assert (asked.state, asked.quorum, asked.round, asked.approvals) == (
+        ConfirmationState.PENDING,
+        2,
+        1,
+        (),
+    )
+    assert (asked.payload, asked.context, asked.decided_by) == (
+        it.payload.value,
+        {"tenant_id": T, "principal_id": "p"},
+        None,
+    )
+
+
+async def test_an_in_flight_attempt_reads_back_as_it_was_admitted(ops: LifecycleStore) -> None:
+    run = fresh("run")
+    it = intent(run)
+    answer = await ops.admit(admission(it, charges=(charge(fresh("calls"), 1, 5),)))
+    found = await ops.attempt(T, it.idempotency_key)
+    assert found is not None
+    assert (found.run_id, found.causal_id, found.tool, found.plan_id) == (
+        run,
+        it.context.causal_id,
+        "echo",
+        PLAN,
+    )
+    assert (found.intent_id, found.capability_id, found.commitment) == (
+        it.intent_id,
+        it.capability_id,
+        it.commitment,
+    )
+    assert (found.receipt_position, found.started, found.confirmation_id) == (
+        answer.receipt_position,
+        False,
+        None,
+    )
+    assert (found.payload_digest, found.context) == (
+        it.payload.digest,
+        json.loads(it.context.model_dump_json()),
+    )
+    async with ops.reading() as reads:
+        assert await reads.in_flight_intents(T, RunId(run)) == {it.intent_id}
+
+
+async def test_a_decision_on_a_consent_no_longer_waiting_is_stale(ops: LifecycleStore) -> None:
+    it = intent(fresh("run"))
+    record = await ask_consent(ops, it)
+    deny = JournalAppend(
+        tenant_id=T,
+        run_id=it.context.run_id,
+        causal_id=it.context.causal_id,
+        idempotency_key=it.idempotency_key,
+        attempt=None,
+        intent_id=None,
+        boundary=None,
+        retryable=False,
+        artifact=ConsentArtifact(
+            confirmation_id=record.confirmation_id,
+            decision=ConfirmationState.DENIED,
+            tool="echo",
+            requested_by="p",
+            decided_by=Decider(principal_id="ops", auth_method="api_key"),
+            reason="no",
+        ),
+        recorded_at=now(),
+        confirmation=ConfirmationChange(
+            confirmation_id=record.confirmation_id,
+            from_states=(ConfirmationState.PENDING, ConfirmationState.APPROVED),
+            to_state=ConfirmationState.DENIED,
+            strict=True,
+            decided_by="ops",
+            reason="no",
+        ),
+    )
+    first = await ops.journal(deny)
+    assert first.status == "appended"
+    denied = await confirmation(ops, record.confirmation_id)
+    assert (denied.state, denied.decided_by, denied.decision_reason) == (
+        ConfirmationState.DENIED,
+        "ops",
+        "no",
+    )
+    assert (await ops.journal(replace(deny, recorded_at=now()))).status == "stale"
+    # Not strict (an expiry swept after the decision): the entry is appended, the state kept.
+    loose = replace(deny.confirmation, strict=False, to_state=ConfirmationState.EXPIRED)  # type: ignore[type-var]
+    assert (await ops.journal(replace(deny, confirmation=loose))).status == "appended"
+    assert (await confirmation(ops, record.confirmation_id)).state is ConfirmationState.DENIED
+
+
+async def test_concurrent_admissions_of_one_decision_admit_one(ops: LifecycleStore) -> None:
+    run = fresh("run")
+    first = intent(run, causal="same")
+    second = redo(first, intent_id=IntentId(fresh("int")), capability_id=CapabilityId(fresh("cap")))
+    answers = await asyncio.gather(ops.admit(admission(first)), ops.admit(admission(second)))
+    assert sorted(a.status for a in answers) == ["admitted", "stale"]
