@@ -112,6 +112,18 @@ class FakeHarness:
             if r == run
         ]
 
+    def capability_states(self, key: str) -> list[str]:
+        """The state of each capability minted for ``key``, by attempt: every one on
+        record is CONSUMED (its settling entry, or its attempt still in flight)."""
+        tables = self.store.tables
+        settled = [
+            e.entry.attempt
+            for e in tables.entries.values()
+            if e.entry.idempotency_key == key and e.entry.kind in ("execution", "recovery")
+        ]
+        in_flight = [a.attempt for a in tables.attempts.values() if a.idempotency_key == key]
+        return ["CONSUMED" for _ in sorted([*settled, *in_flight])]
+
     def confirmation_state(self, confirmation_id: str) -> str:
         for (_, cid), row in self.store.tables.confirmations.items():
             if cid == confirmation_id:
