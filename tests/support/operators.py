@@ -14,7 +14,7 @@ from arvis.domain.definitions import ReplaySafety
 from arvis.domain.identity import Identity
 from arvis.domain.ids import PrincipalId, TenantId
 from arvis.lifecycle.clock import SystemClock
-from arvis.lifecycle.notify import (
+from arvis.lifecycle.consent.notify import (
     NotificationDeliverer,
     SignatureInvalid,
     load_notifications,
