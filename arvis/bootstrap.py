@@ -36,13 +36,13 @@ from arvis.evidence.witness import FileWitness
 from arvis.lifecycle.admission import AdmissionService
 from arvis.lifecycle.authorization import ToolAuthorizationService
 from arvis.lifecycle.clock import SystemClock
-from arvis.lifecycle.consent.notify import NotificationDeliverer, load_notifications
-from arvis.lifecycle.consent.resolution import (
+from arvis.lifecycle.consent.notify import load_notifications
+from arvis.lifecycle.consent.reconcile import (
     Reconciler,
     ReconcileSettings,
-    ResolutionService,
     parse_reconcile_config,
 )
+from arvis.lifecycle.consent.resolution import ResolutionService
 from arvis.lifecycle.consent.service import ConsentService
 from arvis.lifecycle.effects import EffectDispatcher
 from arvis.lifecycle.evidence.checkpoints import Checkpointer
@@ -79,6 +79,7 @@ from arvis.tools.layers import DispatchDecorator
 from arvis.tools.mcp.pool import McpUpstreams
 from arvis.tools.plans import StaticToolPlanSource, ToolPlan
 from arvis.tools.registry import ToolHost, build_tool_set, parse_tools_config
+from arvis.webhooks.deliverer import NotificationDeliverer
 
 if TYPE_CHECKING:
     from arvis.telemetry.tracing import Tracing

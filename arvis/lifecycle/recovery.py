@@ -37,7 +37,7 @@ from arvis.domain.errors import StoreError
 from arvis.domain.ids import IdempotencyKey, TenantId
 from arvis.domain.journal import Capability, Problem, Receipt, RecoveryArtifact
 from arvis.domain.states import ConfirmationState, settled_confirmation
-from arvis.lifecycle.consent.resolution import Reconciler
+from arvis.lifecycle.consent.reconcile import Reconciler
 from arvis.lifecycle.lease import InstanceLease
 from arvis.lifecycle.ports import (
     ConfirmationChange,

@@ -15,13 +15,13 @@ from arvis.domain.identity import Identity
 from arvis.domain.ids import PrincipalId, TenantId
 from arvis.lifecycle.clock import SystemClock
 from arvis.lifecycle.consent.notify import (
-    NotificationDeliverer,
     SignatureInvalid,
     load_notifications,
     verify_signature,
 )
 from arvis.store.outbox import PgOutbox
 from arvis.tools.base import Reconciliation, ToolInvocation
+from arvis.webhooks.deliverer import NotificationDeliverer
 from tests.support.httpserver import LocalHttpServer, Received
 from tests.support.lifecycle import Harness, ScriptedTool, tool_definition
 

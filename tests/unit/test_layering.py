@@ -44,8 +44,13 @@ ALLOWED: dict[str, set[str]] = {
     "telemetry": {*CORE, "telemetry"},
     # Evidence beyond the database (signing keys, witnesses, bundles): an adapter.
     "evidence": {*CORE, "evidence"},
+    # Delivering notifications over HTTP: the lifecycle's rules, an HTTP client's posts.
+    "webhooks": {*CORE, "webhooks"},
     # The composition root wires every adapter but no entry point.
-    "bootstrap": {*CORE, "config", "store", "providers", "telemetry", "evidence", "bootstrap"},
+    "bootstrap": {
+        *{*CORE, "config", "store", "providers", "telemetry", "evidence", "webhooks"},
+        "bootstrap",
+    },
     # The ASGI app: mounts the v1 routes, /mcp and /console on one kernel.
     "serving": {*CORE, "config", "bootstrap", "web", "api", "mcp", "console", "serving"},
     # The arvis command is the process itself: it migrates the store, manages keys,

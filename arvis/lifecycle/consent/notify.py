@@ -1,4 +1,5 @@
-"""Notifications (issue 16): signed webhooks from a durable outbox.
+"""Notifications (issue 16): signed webhooks from a durable outbox — the settings, the
+signature and the outbox's port; the deliverer that posts them is an adapter.
 
 ```toml
 [notify]
@@ -18,10 +19,10 @@ transaction of the fact they report (``arvis/store/sql/arvis_notify.sql``): a co
 asked (``confirmation.requested``), approved, denied or expired
 (``confirmation.approved`` / ``.denied`` / ``.expired``), an uncertain outcome
 (``effect.uncertain``), a resolution (``effect.resolved``). A syscall never waits for
-a webhook: :class:`NotificationDeliverer` runs in the background, claims due rows with
-``FOR UPDATE SKIP LOCKED`` (moving their next attempt on, so no transaction is open
-while it posts), posts each to every webhook that wants it and has not acknowledged
-it, and marks it delivered, or retries with exponential backoff; after
+a webhook: the deliverer (:mod:`arvis.webhooks.deliverer`) runs in the background,
+claims due rows with ``FOR UPDATE SKIP LOCKED`` (moving their next attempt on, so no
+transaction is open while it posts), posts each to every webhook that wants it and
+has not acknowledged it, and marks it delivered, or retries with exponential backoff; after
 ``max_attempts`` the row is ``DEAD``, visible to operators (``arvis notify list``).
 A receiver that is down loses nothing; it may get an event more than once, always
 with the same id (``ARVIS-Event-Id``, also ``Idempotency-Key``): dedupe on it.
@@ -46,11 +47,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-import httpx
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from arvis.domain.canonical import canonical_bytes
-from arvis.domain.clock import Clock
 from arvis.domain.egress import egress_host, host_allowed, normalised_patterns
 from arvis.domain.errors import ArvisError, ConfigurationError
 from arvis.domain.sections import parse_section
@@ -224,118 +222,3 @@ class OutboxStore(Protocol):
         """Delivered everywhere (``done``), else one more failed attempt (DEAD after
         ``max_attempts``)."""
         ...
-
-
-class NotificationDeliverer:
-    """Posts outbox events to the webhooks; runs in the background, never in a syscall."""
-
-    def __init__(
-        self,
-        outbox: OutboxStore,
-        notifications: Notifications,
-        http: httpx.AsyncClient,
-        clock: Clock,
-    ) -> None:
-        self.outbox = outbox
-        self.notifications = notifications
-        self.http = http
-        self.clock = clock
-        self._patterns = normalised_patterns(notifications.config.egress_hosts)
-
-    async def deliver_once(self, *, limit: int = 50) -> int:
-        """One pass: deliver what is due; answer how many events are done."""
-        config = self.notifications.config
-        # A claimed event is held while it is posted: longer than every webhook's
-        # timeout, so a live deliverer's claim never lapses under it.
-        hold_s = 30.0 + sum(hook.config.timeout_s for hook in self.notifications.webhooks)
-        done_count = 0
-        for event in await self.outbox.claim(limit=limit, hold_s=hold_s):
-            delivered = list(event.delivered_to)
-            errors: list[str] = []
-            for hook in self.notifications.webhooks:
-                name = hook.config.name
-                if name in delivered or not hook.config.wants(event.event_type, event.tenant_id):
-                    continue
-                error = await self._post(hook, event)
-                if error is None:
-                    delivered.append(name)
-                else:
-                    errors.append(f"{name}: {error}")
-            done = not errors
-            await self.outbox.settle(
-                event,
-                delivered_to=delivered,
-                done=done,
-                retry_in_s=min(config.backoff_s * 2**event.attempts, config.max_backoff_s),
-                max_attempts=config.max_attempts,
-                error="; ".join(errors)[:500] or None,
-            )
-            done_count += done
-        return done_count
-
-    def body(self, event: OutboxEvent) -> bytes:
-        """The event as posted: canonical JSON (what the signature covers)."""
-        base = self.notifications.config.base_url.rstrip("/")
-        subject = event.subject
-        links: dict[str, str] = {}
-        confirmation = subject.get("confirmation_id")
-        if isinstance(confirmation, str):
-            links = {
-                "approval": f"{base}/console/confirmations/{confirmation}",
-                "approve": f"{base}/v1/confirmations/{confirmation}/approve",
-                "deny": f"{base}/v1/confirmations/{confirmation}/deny",
-            }
-        elif isinstance(subject.get("run_id"), str):
-            links = {"journal": f"{base}/v1/runs/{subject['run_id']}/journal"}
-            if event.event_type == "effect.uncertain" and subject.get("attempt") is not None:
-                links["resolve"] = (
-                    f"{base}/v1/runs/{subject['run_id']}/attempts/"
-                    f"{subject['idempotency_key']}/{subject['attempt']}/resolve"
-                )
-        return canonical_bytes(
-            {
-                "id": event.event_id,
-                "type": event.event_type,
-                "tenant_id": event.tenant_id,
-                "occurred_at": event.occurred_at.isoformat(),
-                "data": subject,
-                "links": links,
-            }
-        )
-
-    async def _post(self, hook: Webhook, event: OutboxEvent) -> str | None:
-        """None when the receiver acknowledged (2xx), else what went wrong (no secret)."""
-        host = egress_host(hook.config.url)
-        if host is None or not host_allowed(host, self._patterns):
-            return "host not allowed"
-        body = self.body(event)
-        timestamp = int(self.clock.now().timestamp())
-        headers = {
-            "Content-Type": "application/json",
-            "ARVIS-Event-Id": event.event_id,
-            "ARVIS-Event-Type": event.event_type,
-            "Idempotency-Key": event.event_id,
-            SIGNATURE_HEADER: sign(hook.secret, body, timestamp),
-        }
-        try:
-            response = await self.http.post(
-                hook.config.url,
-                content=body,
-                headers=headers,
-                timeout=hook.config.timeout_s,
-                follow_redirects=False,
-            )
-        except httpx.HTTPError as exc:
-            log.warning(
-                "webhook %s: %s delivering %s", hook.config.name, type(exc).__name__, event.event_id
-            )
-            return type(exc).__name__
-        if not 200 <= response.status_code < 300:
-            log.warning(
-                "webhook %s answered %s to %s",
-                hook.config.name,
-                response.status_code,
-                event.event_id,
-            )
-            return f"HTTP {response.status_code}"
-        return None
