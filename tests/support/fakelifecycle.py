@@ -20,19 +20,21 @@ from arvis.domain.identity import Identity
 from arvis.domain.ids import ConfirmationId, InstanceId
 from arvis.lifecycle.admission import AdmissionService
 from arvis.lifecycle.authorization import ToolAuthorizationService
-from arvis.lifecycle.budget_report import BudgetReports
-from arvis.lifecycle.budgets import BudgetConfig, Budgets
+from arvis.lifecycle.consent.reconcile import Reconciler, ReconcileSettings
+from arvis.lifecycle.consent.resolution import ResolutionService
+from arvis.lifecycle.consent.service import ConsentService
 from arvis.lifecycle.effects import EffectDispatcher
-from arvis.lifecycle.evidence import EvidenceService
+from arvis.lifecycle.evidence.verify import EvidenceService
 from arvis.lifecycle.lease import InstanceLease
-from arvis.lifecycle.manager import ToolManager
-from arvis.lifecycle.outbox import IntentOutboxService
-from arvis.lifecycle.policy import PolicyConfig, RulePolicy, ToolPolicy
+from arvis.lifecycle.policy.budget_report import BudgetReports
+from arvis.lifecycle.policy.budgets import BudgetConfig, Budgets
+from arvis.lifecycle.policy.policy import PolicyConfig, RulePolicy, ToolPolicy
 from arvis.lifecycle.ports import AuditSink
+from arvis.lifecycle.receipts import IntentOutboxService
 from arvis.lifecycle.recovery import RecoverySweeper
 from arvis.lifecycle.replay import ReplayService
-from arvis.lifecycle.resolution import Reconciler, ReconcileSettings, ResolutionService
-from arvis.lifecycle.results import Syscall, SyscallResult
+from arvis.lifecycle.request import Syscall
+from arvis.lifecycle.results import SyscallResult
 from arvis.lifecycle.settlement import Settlement
 from arvis.lifecycle.syscalls import SyscallHandler
 from arvis.tools.base import Tool
@@ -188,7 +190,7 @@ def compose_fake_lifecycle(
     return Lifecycle(
         plans=plans,
         handler=handler,
-        manager=ToolManager(store, clock, allow_self_approval=allow_self_approval),
+        manager=ConsentService(store, clock, allow_self_approval=allow_self_approval),
         replay=ReplayService(store, evidence),
         policy=policy,
         lease=lease,

@@ -17,7 +17,6 @@ from decimal import Decimal
 import psycopg
 import pytest
 
-from arvis.domain.artifacts import GENESIS_HASH, AuditReceipt, Intent
 from arvis.domain.authorization import DenialReason, DenialSnapshot
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.context import AuthorizedEffectContext
@@ -34,6 +33,7 @@ from arvis.domain.ids import (
     RunId,
     TenantId,
 )
+from arvis.domain.intent import GENESIS_HASH, AuditReceipt, Intent
 from arvis.domain.journal import (
     ConsentArtifact,
     ConsentRound,
@@ -45,8 +45,8 @@ from arvis.domain.journal import (
 )
 from arvis.domain.payload import freeze_payload
 from arvis.domain.states import ConfirmationState
-from arvis.lifecycle.budgets import BudgetCharge
 from arvis.lifecycle.journal import chain_hash, recomputes, recorded_text
+from arvis.lifecycle.policy.budgets import BudgetCharge
 from arvis.lifecycle.ports import (
     Admission,
     ApprovalStep,

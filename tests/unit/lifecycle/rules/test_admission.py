@@ -9,8 +9,8 @@ from decimal import Decimal
 import pytest
 
 from arvis.domain.boundary import EffectBoundary
-from arvis.lifecycle.budgets import BudgetConfig
 from arvis.lifecycle.errors import AttemptInFlight, RunOfAnotherPrincipal
+from arvis.lifecycle.policy.budgets import BudgetConfig
 from tests.support.fakelifecycle import FakeHarness, make_fake_harness
 from tests.support.lifecycle import AGENT, APPROVER
 

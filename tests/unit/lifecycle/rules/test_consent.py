@@ -17,7 +17,7 @@ from arvis.lifecycle.errors import (
     ApproverNotInGroup,
     ConfirmationStateConflict,
 )
-from arvis.lifecycle.policy import PolicyConfig, TenantRules
+from arvis.lifecycle.policy.policy import PolicyConfig, TenantRules
 from tests.support.fakelifecycle import FakeHarness, make_fake_harness
 from tests.support.operators import LEAD_A, LEAD_B, OUTSIDER
 

@@ -11,7 +11,7 @@ import pytest
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.ids import RunId
 from arvis.lifecycle.lease import LeaseNotHeld
-from arvis.lifecycle.policy import PolicyConfig, TenantRules
+from arvis.lifecycle.policy.policy import PolicyConfig, TenantRules
 from arvis.lifecycle.recovery import RecoverySweeper
 from tests.support.fakelifecycle import FakeHarness, crash_during_dispatch, make_fake_harness
 from tests.support.lifecycle import AGENT

@@ -10,7 +10,7 @@ import pytest
 
 from arvis.domain.boundary import EffectBoundary
 from arvis.lifecycle.errors import AttemptInFlight
-from arvis.lifecycle.policy import PolicyConfig, TenantRules
+from arvis.lifecycle.policy.policy import PolicyConfig, TenantRules
 from arvis.tools.base import ToolInvocation, ToolResult
 from tests.support.fakelifecycle import FakeHarness as Harness
 from tests.support.fakelifecycle import make_fake_harness
