@@ -49,8 +49,10 @@ pytest: test-unit
 
 ## test-unit: the unit tier alone: pure rules, and the lifecycle on the in-memory store
 ## (tests/support/fakestore); no PostgreSQL, under 30 s. A developer changing a rule runs this.
+## Its own temporary folder: pytest prunes old runs' folders under the shared
+## /tmp/pytest-of-<user> at start-up, which costs seconds when other runs left many there.
 test-unit: install
-	$(VENV)/bin/pytest -q -p no:schemathesis tests/unit
+	$(VENV)/bin/pytest -q -p no:schemathesis --basetemp=.pytest_cache/unit-tmp tests/unit
 
 ## test-db: the database tests again (CI sets ARVIS_TEST_DATABASE_URL for a second server)
 test-db: install
