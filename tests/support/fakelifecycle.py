@@ -119,7 +119,7 @@ class FakeHarness:
         record is CONSUMED (its settling entry, or its attempt still in flight)."""
         tables = self.store.tables
         settled = [
-            e.entry.attempt
+            e.entry.attempt or 0
             for e in tables.entries.values()
             if e.entry.idempotency_key == key and e.entry.kind in ("execution", "recovery")
         ]

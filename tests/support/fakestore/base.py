@@ -11,6 +11,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+from arvis.domain.boundary import EffectBoundary
 from arvis.domain.clock import Clock
 from arvis.domain.errors import IntegrityConflict, StoreUnavailable
 from arvis.domain.ids import IdempotencyKey, PlanId, RunId, TenantId
@@ -106,7 +107,8 @@ class StoreBase:
             raise Refused(IntegrityConflict("a run is bound to a principal; none was given", None))
         found = t.runs.get((tenant, run))
         if found is None:
-            assert plan is not None
+            if plan is None:
+                raise Refused(IntegrityConflict("a new run needs a plan", "runs_plan_id"))
             t.runs[(tenant, run)] = RunRow(plan, principal, created_at=self.now())
             run_plan: str | None = plan
         else:
@@ -148,7 +150,7 @@ class StoreBase:
             state=to_state,
             decided_by=decided_by if decided_by is not None else row.decided_by,
             decision_reason=reason if reason is not None else row.decision_reason,
-            decided_at=row.decided_at if decided_by is None else _at(at),
+            decided_at=row.decided_at if decided_by is None else at_(at),
         )
         self._consent_event(t, row.state, to_state, row)
         return True
@@ -168,28 +170,28 @@ class StoreBase:
         t.events = (*t.events, (f"confirmation.{kind}", row.confirmation_id))
 
 
-class _Spent(Exception):
+class Spent(Exception):
+    """A budget charge that does not fit: ``arvis_admit`` raises SQLSTATE AR010."""
+
     def __init__(self, budget: str) -> None:
         self.budget = budget
 
 
-def _plan(plan: Any) -> PlanId | None:
+def plan_of(plan: Any) -> PlanId | None:
     return None if plan is None else PlanId(str(plan))
 
 
-def _at(moment: datetime) -> datetime:
+def at_(moment: datetime) -> datetime:
     """A moment as timestamptz keeps it: microseconds, UTC."""
     return datetime.fromisoformat(stamp(moment))
 
 
-def _boundary(value: str | None) -> Any:
-    from arvis.domain.boundary import EffectBoundary
-
+def boundary_of(value: str | None) -> EffectBoundary:
     assert value is not None
     return EffectBoundary(value)
 
 
-def _in_flight(t: Tables, row: AttemptRow) -> InFlightAttempt:
+def in_flight_of(t: Tables, row: AttemptRow) -> InFlightAttempt:
     decision = t.decisions[(row.tenant_id, row.run_id, row.causal_id)]
     return InFlightAttempt(
         tenant_id=TenantId(row.tenant_id),

@@ -14,10 +14,7 @@ from arvis.lifecycle.ports import (
     InFlightAttempt,
     UncertainAttempt,
 )
-from tests.support.fakestore.base import (
-    StoreBase,
-    _in_flight,
-)
+from tests.support.fakestore.base import StoreBase, in_flight_of
 from tests.support.fakestore.reads import confirmation_record, uncertain_attempt
 from tests.support.fakestore.tables import (
     LeaseRow,
@@ -74,7 +71,7 @@ class ChoreSteps(StoreBase):
         else:
             rows = [a for a in t.attempts.values() if a.owner == owner]
         rows.sort(key=lambda a: a.admitted_at)
-        return [_in_flight(t, row) for row in rows[:limit]]
+        return [in_flight_of(t, row) for row in rows[:limit]]
 
     @staticmethod
     def _live(t: Tables, name: str, now: datetime) -> bool:
@@ -84,7 +81,7 @@ class ChoreSteps(StoreBase):
     async def attempt(self, tenant_id: TenantId, key: IdempotencyKey) -> InFlightAttempt | None:
         await self._enter()
         row = self.tables.attempts.get((tenant_id, key))
-        return None if row is None else _in_flight(self.tables, row)
+        return None if row is None else in_flight_of(self.tables, row)
 
     async def claim_lease(self, name: str, holder: str, ttl_s: float) -> bool:
         await self._enter()

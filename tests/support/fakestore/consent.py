@@ -17,11 +17,7 @@ from arvis.lifecycle.ports import (
     Resolution,
     ResolveAnswer,
 )
-from tests.support.fakestore.base import (
-    StoreBase,
-    _at,
-    _plan,
-)
+from tests.support.fakestore.base import StoreBase, at_, plan_of
 from tests.support.fakestore.journal import Append, Refused, append_entry, stamp
 from tests.support.fakestore.tables import (
     ApprovalRow,
@@ -57,11 +53,11 @@ class ConsentSteps(StoreBase):
             principal=record.context.get("principal_id"),
         )
         if bound in ("identity_mismatch", "causal_conflict"):
-            return ConsentAnswer(bound, None, _plan(plan))  # type: ignore[arg-type]
+            return ConsentAnswer(bound, None, plan_of(plan))  # type: ignore[arg-type]
         if (tenant, record.confirmation_id) in t.confirmations or (tenant, key) in t.consent_of:
             existing = t.consent_of.get((tenant, key))
             return ConsentAnswer(
-                "existing", None if existing is None else ConfirmationId(existing), _plan(plan)
+                "existing", None if existing is None else ConfirmationId(existing), plan_of(plan)
             )
         row = ConfirmationRow(
             tenant_id=tenant,
@@ -74,8 +70,8 @@ class ConsentSteps(StoreBase):
             payload=json.loads(request.payload_text),
             state="PENDING",
             context=json.loads(json.dumps(record.context)),
-            expires_at=_at(record.expires_at),
-            created_at=_at(record.created_at),
+            expires_at=at_(record.expires_at),
+            created_at=at_(record.created_at),
             approver_groups=tuple(record.approver_groups),
             quorum=record.quorum,
             definition_fingerprint=record.definition_fingerprint,
@@ -84,7 +80,7 @@ class ConsentSteps(StoreBase):
         t.confirmations[(tenant, row.confirmation_id)] = row
         t.consent_of[(tenant, key)] = row.confirmation_id
         self._consent_event(t, None, "PENDING", row)
-        return ConsentAnswer("created", record.confirmation_id, _plan(plan))
+        return ConsentAnswer("created", record.confirmation_id, plan_of(plan))
 
     async def resolve(self, resolution: Resolution) -> ResolveAnswer:
         await self._enter()
@@ -137,7 +133,7 @@ class ConsentSteps(StoreBase):
             row,
             boundary=boundary,
             resolved_by=r.resolved_by,
-            resolved_at=_at(r.recorded_at),
+            resolved_at=at_(r.recorded_at),
             position=entry.position,
         )
         if renewal is not None:
@@ -146,10 +142,10 @@ class ConsentSteps(StoreBase):
                 consent,
                 state=renewal.to_state.value,
                 round=renewal.round,
-                renewed_at=_at(r.recorded_at),
-                expires_at=_at(renewal.expires_at),
+                renewed_at=at_(r.recorded_at),
+                expires_at=at_(renewal.expires_at),
                 decided_by=renewal.decided_by,
-                decided_at=None if renewal.decided_by is None else _at(r.recorded_at),
+                decided_at=None if renewal.decided_by is None else at_(r.recorded_at),
                 decision_reason=None,
             )
             t.confirmations[(tenant, consent.confirmation_id)] = renewed
@@ -162,7 +158,7 @@ class ConsentSteps(StoreBase):
                     auth_method=approver.auth_method,
                     key_id=approver.key_id,
                     groups=tuple(approver.groups or ()),
-                    decided_at=_at(r.recorded_at),
+                    decided_at=at_(r.recorded_at),
                     position=entry.position,
                 )
         return "appended", entry
@@ -221,7 +217,7 @@ class ConsentSteps(StoreBase):
             auth_method=step.approver_method,
             key_id=step.approver_key_id,
             groups=tuple(step.approver_groups),
-            decided_at=_at(step.recorded_at),
+            decided_at=at_(step.recorded_at),
             position=entry.position,
         )
         return "appended", entry

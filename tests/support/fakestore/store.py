@@ -38,12 +38,7 @@ from arvis.lifecycle.ports import (
     JournalEntry,
     LatestAttempt,
 )
-from tests.support.fakestore.base import (
-    FakeDatabase,
-    _boundary,
-    _plan,
-    _Spent,
-)
+from tests.support.fakestore.base import FakeDatabase, Spent, boundary_of, plan_of
 from tests.support.fakestore.chores import ChoreSteps
 from tests.support.fakestore.consent import ConsentSteps
 from tests.support.fakestore.journal import Append, Refused, append_entry, kind_of, stamp
@@ -83,7 +78,7 @@ class FakeLifecycleStore(ConsentSteps, ChoreSteps):
         try:
             answer = self._admit(t, admission)
         except Refused as refused:
-            if isinstance(refused.error, _Spent):
+            if isinstance(refused.error, Spent):
                 return AdmitAnswer("budget_exceeded", None, None, budget=refused.error.budget)
             raise refused.error from None
         self._commit("admit", t)
@@ -142,7 +137,7 @@ class FakeLifecycleStore(ConsentSteps, ChoreSteps):
             window = (tenant, charge.budget, charge.scope_key, charge.window_start)
             used = t.budget_usage.get(window, Decimal(0)) + charge.amount
             if used > charge.limit:
-                raise Refused(_Spent(charge.budget))
+                raise Refused(Spent(charge.budget))
             t.budget_usage[window] = used
         t.runs[(tenant, run)] = replace(t.runs[(tenant, run)], receipts=position)
         policy = admission.policy
@@ -283,12 +278,12 @@ class FakeLifecycleStore(ConsentSteps, ChoreSteps):
             plan = entry.body.get("plan_id") or (None if run is None else run.plan_id)
             latest = LatestAttempt(
                 attempt=last,
-                boundary=_boundary(entry.boundary),
+                boundary=boundary_of(entry.boundary),
                 retryable=stored.retryable,
                 position=entry.position,
-                resolved=None if resolution is None else _boundary(resolution.boundary),
+                resolved=None if resolution is None else boundary_of(resolution.boundary),
                 resolution_position=None if resolution is None else resolution.position,
-                plan_id=_plan(plan),
+                plan_id=plan_of(plan),
             )
         in_flight = t.attempts.get((tenant_id, key))
         consent_id = t.consent_of.get((tenant_id, key))
