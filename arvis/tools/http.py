@@ -104,16 +104,31 @@ from arvis.domain.errors import DefinitionError
 from arvis.tools.base import Reconcile, Reconciliation, Reporter, ToolInvocation, ToolResult
 from arvis.tools.remote import (
     TRANSPORT_HEADERS,
+    HeaderRules,
+    RemoteKind,
     RemoteOutcomes,
-    check_env_headers,
-    check_plain_headers,
+    check_declared,
     read_env_headers,
 )
 
 _URL_UNSAFE = re.compile(r"[\s\x00-\x1f\x7f\\]")
-# Headers ARVIS sets itself (W3C Trace Context belongs to the call's tracing), or
-# that belong to the transport.
-_RESERVED = TRANSPORT_HEADERS | {"idempotency-key", "traceparent", "tracestate"}
+HTTP_KIND = RemoteKind(
+    party="the endpoint",
+    unreachable="connect_failed",
+    no_answer="remote_unknown",
+    rejected="remote_rejected",
+    answered="remote_failed",
+    invalid="invalid_remote_response",
+    # Headers ARVIS sets itself (W3C Trace Context belongs to the call's tracing), or
+    # that belong to the transport.
+    headers=HeaderRules(
+        TRANSPORT_HEADERS | {"idempotency-key", "traceparent", "tracestate"}, owner="ARVIS"
+    ),
+)
+_NOT_AN_ERROR = (
+    "is not an error status (400-599): only an error answer can be declared to mean "
+    "the effect did not start"
+)
 
 
 def check_endpoint(url: str) -> str:
@@ -185,25 +200,19 @@ class HttpToolConfig(BaseModel):
     @field_validator("headers")
     @classmethod
     def _plain_headers(cls, headers: dict[str, str]) -> dict[str, str]:
-        return check_plain_headers(headers, _RESERVED, "ARVIS")
+        return HTTP_KIND.headers.plain(headers)
 
     @field_validator("headers_env")
     @classmethod
     def _env_headers(cls, headers_env: dict[str, str], info: ValidationInfo) -> dict[str, str]:
-        return check_env_headers(headers_env, info.data.get("headers", {}), _RESERVED, "ARVIS")
+        return HTTP_KIND.headers.env(headers_env, info.data.get("headers", {}))
 
     @field_validator("not_started_statuses")
     @classmethod
     def _declared_statuses(cls, statuses: list[int]) -> list[int]:
-        for status in statuses:
-            if not 400 <= status <= 599:
-                raise ValueError(
-                    f"{status} is not an error status (400-599): only an error answer can be "
-                    "declared to mean the effect did not start"
-                )
-        if len(set(statuses)) != len(statuses):
-            raise ValueError("a status is listed twice")
-        return statuses
+        return check_declared(
+            statuses, "status", lambda status: None if 400 <= status <= 599 else _NOT_AN_ERROR
+        )
 
 
 class HttpTool:
@@ -220,7 +229,7 @@ class HttpTool:
         self._config = config
         self._client = client
         self._headers = {**config.headers, **(secret_headers or {})}
-        self._outcomes = RemoteOutcomes(definition, config.not_started_statuses)
+        self._outcomes = RemoteOutcomes(HTTP_KIND, definition, config.not_started_statuses)
 
     @property
     def name(self) -> str:
@@ -309,12 +318,9 @@ class HttpTool:
             )
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout):
             # No connection, so not one byte of the request left ARVIS: the proof.
-            failure = self._outcomes.not_sent(invocation, "connect_failed", "could not connect")
-            raise failure from None
-        except httpx.HTTPError:
-            # The request may have reached the endpoint: the effect is unknown.
-            failure = self._outcomes.unknown(invocation, "remote_unknown", "no complete answer")
-            raise failure from None
+            raise self._outcomes.unreachable(invocation, "could not connect") from None
+        except httpx.HTTPError as exc:
+            raise self._outcomes.no_answer(invocation, exc) from None
         return self._result(invocation, response)
 
     def _result(self, invocation: ToolInvocation, response: httpx.Response) -> ToolResult:
@@ -330,24 +336,17 @@ class HttpTool:
                 return ToolResult.model_validate(answer)
             except (ValueError, ValidationError):
                 raise self._outcomes.failed(
-                    invocation, "invalid_remote_response", "not a tool result", retryable=False
+                    invocation, HTTP_KIND.invalid, "not a tool result", retryable=False
                 ) from None
-        refused = self._outcomes.refusal(
-            status, "remote_rejected", f"the endpoint refused the call ({status}) before acting"
-        )
-        if refused is not None:
-            return refused
         # An answer proves the request arrived; the endpoint may have acted first.
-        raise self._outcomes.unknown(
-            invocation, "remote_failed", f"the endpoint answered {status}; the effect is unknown"
-        )
+        return self._outcomes.error_answer(invocation, status)
 
     def _accepted(self, invocation: ToolInvocation, response: httpx.Response) -> ToolResult:
         if self.definition.read_only:
             # A read has nothing to start: an endpoint deferring it broke its contract.
             # (Unknown for a read is "not started": there was nothing to start.)
             raise self._outcomes.unknown(
-                invocation, "invalid_remote_response", "a read answered 202 Accepted"
+                invocation, HTTP_KIND.invalid, "a read answered 202 Accepted"
             )
         try:
             return ToolResult.accepted(response.json() if response.content else None)
