@@ -90,7 +90,6 @@ from typing import Any
 
 import httpx
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     ValidationError,
@@ -104,6 +103,7 @@ from arvis.domain.errors import DefinitionError
 from arvis.tools.base import Reconcile, Reconciliation, Reporter, ToolInvocation, ToolResult
 from arvis.tools.remote import (
     TRANSPORT_HEADERS,
+    HeaderFields,
     HeaderRules,
     RemoteKind,
     RemoteOutcomes,
@@ -152,10 +152,11 @@ def check_endpoint(url: str) -> str:
     return url
 
 
-class HttpToolConfig(BaseModel):
+class HttpToolConfig(HeaderFields):
     """One ``[[tools.http]]`` entry."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+    header_rules = HTTP_KIND.headers
 
     name: str
     description: str
@@ -166,10 +167,6 @@ class HttpToolConfig(BaseModel):
     capabilities: list[str] = Field(default_factory=list)
     input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
     timeout_s: float = Field(default=10.0, gt=0, le=600)
-    headers: dict[str, str] = Field(default_factory=dict)
-    """Plain headers; a credential here is refused (use ``headers_env``)."""
-    headers_env: dict[str, str] = Field(default_factory=dict)
-    """Header name → environment variable holding its value, read at start-up."""
     reconcile_url: str | None = Field(default=None, pattern=r"^https?://")
     """Asked about uncertain calls; same scheme, host and port as ``url``."""
     not_started_statuses: list[int] = Field(default_factory=list)
@@ -196,16 +193,6 @@ class HttpToolConfig(BaseModel):
                     "only the destination the egress gate checks"
                 )
         return url
-
-    @field_validator("headers")
-    @classmethod
-    def _plain_headers(cls, headers: dict[str, str]) -> dict[str, str]:
-        return HTTP_KIND.headers.plain(headers)
-
-    @field_validator("headers_env")
-    @classmethod
-    def _env_headers(cls, headers_env: dict[str, str], info: ValidationInfo) -> dict[str, str]:
-        return HTTP_KIND.headers.env(headers_env, info.data.get("headers", {}))
 
     @field_validator("not_started_statuses")
     @classmethod

@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from arvis.domain.definitions import Effect, ReplaySafety
 from arvis.tools.remote import (
     TRANSPORT_HEADERS,
+    HeaderFields,
     HeaderRules,
     RemoteKind,
     check_declared,
@@ -83,10 +84,11 @@ class McpToolOverride(BaseModel):
         return None if codes is None else _check_codes(codes)
 
 
-class McpServerConfig(BaseModel):
+class McpServerConfig(HeaderFields):
     """One ``[[tools.mcp]]`` entry: a stdio ``command`` or a streamable HTTP ``url``."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+    header_rules = MCP_KIND.headers
 
     name: str = Field(pattern=SERVER_NAME)
     """Prefix of the server's tools in the plan: ``<name>.<tool>``."""
@@ -94,10 +96,6 @@ class McpServerConfig(BaseModel):
     """Executable and arguments of a stdio server; ARVIS starts it as its child."""
     url: str | None = None
     """Endpoint of a streamable HTTP server; its host is what the egress gate checks."""
-    headers: dict[str, str] = Field(default_factory=dict)
-    """Plain headers for a ``url`` server; a credential here is refused."""
-    headers_env: dict[str, str] = Field(default_factory=dict)
-    """Header name → environment variable holding its value, read at start-up."""
     trust_annotations: bool = False
     """Believe the server's ``readOnlyHint`` / ``idempotentHint`` / ``openWorldHint``."""
     optional: bool = False
@@ -129,16 +127,6 @@ class McpServerConfig(BaseModel):
                 "the url must be http(s)://host/path, without whitespace, userinfo or fragment"
             )
         return url
-
-    @field_validator("headers")
-    @classmethod
-    def _plain_headers(cls, headers: dict[str, str]) -> dict[str, str]:
-        return MCP_KIND.headers.plain(headers)
-
-    @field_validator("headers_env")
-    @classmethod
-    def _env_headers(cls, headers_env: dict[str, str], info: ValidationInfo) -> dict[str, str]:
-        return MCP_KIND.headers.env(headers_env, info.data.get("headers", {}))
 
     @field_validator("not_started_codes")
     @classmethod

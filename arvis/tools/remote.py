@@ -31,6 +31,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
+from typing import ClassVar
+
+from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
 from arvis.domain.definitions import ReplaySafety, ToolDefinition
 from arvis.domain.errors import ConfigurationError
@@ -108,6 +111,27 @@ class HeaderRules:
                     f"header {header!r}: {variable!r} is not an environment variable name"
                 )
         return dict(headers_env)
+
+
+class HeaderFields(BaseModel):
+    """The ``headers`` and ``headers_env`` of a remote kind's entry, checked by its rules."""
+
+    header_rules: ClassVar[HeaderRules]
+
+    headers: dict[str, str] = Field(default_factory=dict)
+    """Plain headers; a credential here is refused (use ``headers_env``)."""
+    headers_env: dict[str, str] = Field(default_factory=dict)
+    """Header name → environment variable holding its value, read at start-up."""
+
+    @field_validator("headers")
+    @classmethod
+    def _plain_headers(cls, headers: dict[str, str]) -> dict[str, str]:
+        return cls.header_rules.plain(headers)
+
+    @field_validator("headers_env")
+    @classmethod
+    def _env_headers(cls, headers_env: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        return cls.header_rules.env(headers_env, info.data.get("headers", {}))
 
 
 def check_declared(answers: list[int], word: str, refuse: Callable[[int], str | None]) -> list[int]:
