@@ -53,8 +53,8 @@ from arvis.lifecycle.egress import egress_host
 from arvis.mcp.meta import CALL_ID, IDEMPOTENCY_KEY
 from arvis.mcp.upstream import UpstreamChanged, UpstreamServer, UpstreamUnavailable
 from arvis.tools.base import Reporter, Tool, ToolInvocation, ToolResult
-from arvis.tools.mcpconfig import MCP_KIND, McpServerConfig
-from arvis.tools.remote import RemoteOutcomes, read_env_headers
+from arvis.tools.mcpconfig import McpServerConfig
+from arvis.tools.remote import MCP_KIND, RemoteOutcomes, read_env_headers
 
 log = logging.getLogger(__name__)
 

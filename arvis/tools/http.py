@@ -102,28 +102,20 @@ from arvis.domain.definitions import Effect, ReplaySafety, ToolDefinition
 from arvis.domain.errors import DefinitionError
 from arvis.tools.base import Reconcile, Reconciliation, Reporter, ToolInvocation, ToolResult
 from arvis.tools.remote import (
+    HTTP_KIND,
     TRANSPORT_HEADERS,
     HeaderFields,
     HeaderRules,
-    RemoteKind,
     RemoteOutcomes,
     check_declared,
     read_env_headers,
 )
 
 _URL_UNSAFE = re.compile(r"[\s\x00-\x1f\x7f\\]")
-HTTP_KIND = RemoteKind(
-    party="the endpoint",
-    unreachable="connect_failed",
-    no_answer="remote_unknown",
-    rejected="remote_rejected",
-    answered="remote_failed",
-    invalid="invalid_remote_response",
-    # Headers ARVIS sets itself (W3C Trace Context belongs to the call's tracing), or
-    # that belong to the transport.
-    headers=HeaderRules(
-        TRANSPORT_HEADERS | {"idempotency-key", "traceparent", "tracestate"}, owner="ARVIS"
-    ),
+# Headers ARVIS sets itself (W3C Trace Context belongs to the call's tracing), or
+# that belong to the transport.
+_HEADERS = HeaderRules(
+    TRANSPORT_HEADERS | {"idempotency-key", "traceparent", "tracestate"}, owner="ARVIS"
 )
 _NOT_AN_ERROR = (
     "is not an error status (400-599): only an error answer can be declared to mean "
@@ -156,7 +148,7 @@ class HttpToolConfig(HeaderFields):
     """One ``[[tools.http]]`` entry."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    header_rules = HTTP_KIND.headers
+    header_rules = _HEADERS
 
     name: str
     description: str

@@ -39,26 +39,17 @@ from arvis.tools.remote import (
     TRANSPORT_HEADERS,
     HeaderFields,
     HeaderRules,
-    RemoteKind,
     check_declared,
 )
 
 SERVER_NAME = r"^[a-z][a-z0-9_-]{0,31}$"
 _URL = re.compile(r"^https?://[^\s\\@#]+$")
-MCP_KIND = RemoteKind(
-    party="the MCP server",
-    unreachable="upstream_unavailable",
-    no_answer="upstream_unknown",
-    rejected="upstream_rejected",
-    answered="upstream_unknown",
-    invalid="invalid_upstream_result",
-    # Set by the MCP transport itself (and Mcp-Name, Mcp-Param-* on a modern session).
-    headers=HeaderRules(
-        TRANSPORT_HEADERS
-        | {"accept", "last-event-id", "mcp-name", "mcp-protocol-version", "mcp-session-id"},
-        owner="the MCP transport",
-        reserved_prefixes=("mcp-param-",),
-    ),
+# Set by the MCP transport itself (and Mcp-Name, Mcp-Param-* on a modern session).
+_HEADERS = HeaderRules(
+    TRANSPORT_HEADERS
+    | {"accept", "last-event-id", "mcp-name", "mcp-protocol-version", "mcp-session-id"},
+    owner="the MCP transport",
+    reserved_prefixes=("mcp-param-",),
 )
 # Raised by ARVIS's own client: a closed connection, a timeout. Never an answer.
 _CLIENT_CODES = frozenset({-32000, -32001})
@@ -88,7 +79,7 @@ class McpServerConfig(HeaderFields):
     """One ``[[tools.mcp]]`` entry: a stdio ``command`` or a streamable HTTP ``url``."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    header_rules = MCP_KIND.headers
+    header_rules = _HEADERS
 
     name: str = Field(pattern=SERVER_NAME)
     """Prefix of the server's tools in the plan: ``<name>.<tool>``."""

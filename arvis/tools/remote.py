@@ -184,7 +184,22 @@ class RemoteKind:
     """Any other error answer: it proves the call arrived, so unknown."""
     invalid: str
     """An answer that is not a result."""
-    headers: HeaderRules
+
+
+# How each kind names the far side and the code it journals for each event, side
+# by side so that neither can drift unseen:  HTTP tool | upstream MCP tool.
+_KINDS = {
+    "party": ("the endpoint", "the MCP server"),
+    "unreachable": ("connect_failed", "upstream_unavailable"),
+    "no_answer": ("remote_unknown", "upstream_unknown"),
+    "rejected": ("remote_rejected", "upstream_rejected"),
+    "answered": ("remote_failed", "upstream_unknown"),
+    "invalid": ("invalid_remote_response", "invalid_upstream_result"),
+}
+HTTP_KIND = RemoteKind(**{field: column[0] for field, column in _KINDS.items()})
+"""The HTTP tool kind (:mod:`arvis.tools.http`)."""
+MCP_KIND = RemoteKind(**{field: column[1] for field, column in _KINDS.items()})
+"""The upstream MCP tool kind (:mod:`arvis.mcp.tools`)."""
 
 
 class RemoteOutcomes:
