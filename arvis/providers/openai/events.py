@@ -121,20 +121,18 @@ class ResponseTranslator:
         return [Progress(stage="started")]
 
     def _error(self, event: Mapping[str, Any], kind: str) -> list[Event]:
-        code = event.get("code")
         raise ProviderStreamError(
             f"the provider sent an error event: {clip(event.get('message', ''))}",
-            provider_code=clip(code) if code is not None else None,
+            provider_code=_code(event.get("code")),
         )
 
     def _failed(self, event: Mapping[str, Any], kind: str) -> list[Event]:
         response = get(event, "response", dict, kind)
         error = response.get("error")
         error = error if isinstance(error, dict) else {}
-        code = error.get("code")
         raise ProviderResponseFailed(
             f"the response failed: {clip(error.get('message', 'no reason given'))}",
-            provider_code=clip(code) if code is not None else None,
+            provider_code=_code(error.get("code")),
         )
 
     def _incomplete(self, event: Mapping[str, Any], kind: str) -> list[Event]:
@@ -143,7 +141,7 @@ class ResponseTranslator:
         reason = details.get("reason") if isinstance(details, dict) else None
         raise ProviderResponseIncomplete(
             f"the response is incomplete ({clip(reason or 'no reason given')})",
-            provider_code=clip(reason) if reason is not None else None,
+            provider_code=_code(reason),
         )
 
     def _completed(self, event: Mapping[str, Any], kind: str) -> list[Event]:
@@ -183,3 +181,8 @@ class ResponseTranslator:
             decisions=tuple(decisions),
         )
         return [Progress(stage="completed")]
+
+
+def _code(value: Any) -> str | None:
+    """The provider's own code of a failure, clipped; never its payload."""
+    return None if value is None else clip(value)
