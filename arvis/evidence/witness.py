@@ -58,7 +58,9 @@ class WitnessConfig(BaseModel):
     """``kind = "http"``: one POST's deadline."""
 
 
-def _record(record_type: str, tenant_id: str, run_id: str, /, **fields: Any) -> dict[str, Any]:
+def _record(
+    record_type: str, tenant_id: str, run_id: str, fields: dict[str, Any]
+) -> dict[str, Any]:
     """One witness record of ``record_type`` about a run (canonical JSON: key order is moot)."""
     return {
         "format": WITNESS_FORMAT,
@@ -76,22 +78,23 @@ def intent_record(intent: Intent, commitment: str, receipt: AuditReceipt | None)
         "intent",
         context.tenant_id,
         context.run_id,
-        causal_id=context.causal_id,
-        intent_id=intent.intent_id,
-        idempotency_key=intent.idempotency_key,
-        attempt=intent.attempt,
-        intent_commitment=commitment,
-        receipt_position=None if receipt is None else receipt.position,
-        admitted_at=recorded_text(intent.admitted_at),
+        {
+            "causal_id": context.causal_id,
+            "intent_id": intent.intent_id,
+            "idempotency_key": intent.idempotency_key,
+            "attempt": intent.attempt,
+            "intent_commitment": commitment,
+            "receipt_position": None if receipt is None else receipt.position,
+            "admitted_at": recorded_text(intent.admitted_at),
+        },
     )
 
 
 def void_record(intent: Intent, status: str) -> dict[str, Any]:
     """The admission statement did not admit the intent last witnessed under this id."""
     context = intent.context
-    return _record(
-        "intent_void", context.tenant_id, context.run_id, intent_id=intent.intent_id, status=status
-    )
+    fields = {"intent_id": intent.intent_id, "status": status}
+    return _record("intent_void", context.tenant_id, context.run_id, fields)
 
 
 def entry_record(entry: JournalEntry) -> dict[str, Any]:
@@ -101,13 +104,15 @@ def entry_record(entry: JournalEntry) -> dict[str, Any]:
         "entry",
         entry.tenant_id,
         entry.run_id,
-        position=entry.position,
-        prev_hash=entry.prev_hash,
-        entry_hash=entry.entry_hash,
-        kind=entry.kind,
-        causal_id=entry.causal_id,
-        intent_id=entry.intent_id,
-        recorded_at=recorded_text(entry.recorded_at),
+        {
+            "position": entry.position,
+            "prev_hash": entry.prev_hash,
+            "entry_hash": entry.entry_hash,
+            "kind": entry.kind,
+            "causal_id": entry.causal_id,
+            "intent_id": entry.intent_id,
+            "recorded_at": recorded_text(entry.recorded_at),
+        },
     )
 
 

@@ -117,6 +117,10 @@ _URL_UNSAFE = re.compile(r"[\s\x00-\x1f\x7f\\]")
 _HEADERS = HeaderRules(
     TRANSPORT_HEADERS | {"idempotency-key", "traceparent", "tracestate"}, owner="ARVIS"
 )
+# What of an entry is the tool's definition; the rest says how to reach it.
+_DEFINITION_FIELDS = set(
+    ("name", "description", "input_schema", "effect", "replay_safety", "capabilities")
+)
 _NOT_AN_ERROR = (
     "is not an error status (400-599): only an error answer can be declared to mean "
     "the effect did not start"
@@ -348,14 +352,7 @@ def http_tool(
     the variable (never a value).
     """
     try:
-        definition = ToolDefinition(
-            name=config.name,
-            description=config.description,
-            input_schema=config.input_schema,
-            effect=config.effect,
-            replay_safety=config.replay_safety,
-            capabilities=config.capabilities,
-        )
+        definition = ToolDefinition(**config.model_dump(include=_DEFINITION_FIELDS))
     except DefinitionError as exc:
         raise DefinitionError(exc.tool, f"{exc.rule} (declared by {source})") from None
     secrets = read_env_headers(f"{source} tool {config.name!r}", config.headers_env, environ)
