@@ -1,7 +1,7 @@
 """What the two remote tool kinds share: header rules and the "not started" rule.
 
 An HTTP tool (:mod:`arvis.tools.http`) and an upstream MCP server
-(:mod:`arvis.tools.mcpconfig`, :mod:`arvis.mcp.tools`) both send a request to a
+(:mod:`arvis.tools.mcp.config`, :mod:`arvis.tools.mcp.tools`) both send a request to a
 host ARVIS does not control. Both configure headers with one validator
 (:class:`HeaderRules`) and classify the end of a call by one rule
 (:class:`RemoteOutcomes`), so neither can drift from the other: a kind only says
@@ -199,7 +199,7 @@ _KINDS = {
 HTTP_KIND = RemoteKind(**{field: column[0] for field, column in _KINDS.items()})
 """The HTTP tool kind (:mod:`arvis.tools.http`)."""
 MCP_KIND = RemoteKind(**{field: column[1] for field, column in _KINDS.items()})
-"""The upstream MCP tool kind (:mod:`arvis.mcp.tools`)."""
+"""The upstream MCP tool kind (:mod:`arvis.tools.mcp.tools`)."""
 
 
 class RemoteOutcomes:

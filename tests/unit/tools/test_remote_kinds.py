@@ -14,12 +14,12 @@ from mcp import MCPError
 
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.errors import ConfigurationError
-from arvis.mcp.tools import McpTool
-from arvis.mcp.upstream import UpstreamUnavailable
 from arvis.tools import ToolDispatcher
 from arvis.tools.http import HttpToolConfig, http_tool
 from arvis.tools.limits import MAX_MESSAGE_CHARS
-from arvis.tools.mcpconfig import McpServerConfig
+from arvis.tools.mcp.config import McpServerConfig
+from arvis.tools.mcp.tools import McpTool
+from arvis.tools.mcp.upstream import UpstreamUnavailable
 from arvis.tools.outcome import DispatchOutcome
 from arvis.tools.registry import parse_tools_config
 from arvis.tools.remote import HTTP_KIND, MCP_KIND
