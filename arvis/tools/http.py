@@ -241,20 +241,9 @@ class HttpTool:
                 "tool": invocation.tool,
             }
         )
-        headers = {
-            **self._headers,
-            "Content-Type": "application/json",
-            "Idempotency-Key": invocation.idempotency_key,
-        }
         unknown = Reconciliation(outcome="unknown")
         try:
-            response = await self._client.post(
-                url,
-                content=body,
-                headers=headers,
-                timeout=self._config.timeout_s,
-                follow_redirects=False,
-            )
+            response = await self._post(url, body, invocation)
         except httpx.HTTPError:
             return unknown
         if response.status_code != 200:
@@ -285,26 +274,29 @@ class HttpTool:
                 "tool": invocation.tool,
             }
         )
-        headers = {
-            **self._headers,
-            "Content-Type": "application/json",
-            "Idempotency-Key": invocation.idempotency_key,
-        }
         try:
-            # Never follow a redirect: the egress gate checked this host only.
-            response = await self._client.post(
-                self._config.url,
-                content=body,
-                headers=headers,
-                timeout=self._config.timeout_s,
-                follow_redirects=False,
-            )
+            response = await self._post(self._config.url, body, invocation)
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout):
             # No connection, so not one byte of the request left ARVIS: the proof.
             raise self._outcomes.unreachable(invocation, "could not connect") from None
         except httpx.HTTPError as exc:
             raise self._outcomes.no_answer(invocation, exc) from None
         return self._result(invocation, response)
+
+    async def _post(self, url: str, body: bytes, invocation: ToolInvocation) -> httpx.Response:
+        headers = {
+            **self._headers,
+            "Content-Type": "application/json",
+            "Idempotency-Key": invocation.idempotency_key,
+        }
+        # Never follow a redirect: the egress gate checked this host only.
+        return await self._client.post(
+            url,
+            content=body,
+            headers=headers,
+            timeout=self._config.timeout_s,
+            follow_redirects=False,
+        )
 
     def _result(self, invocation: ToolInvocation, response: httpx.Response) -> ToolResult:
         status = response.status_code
