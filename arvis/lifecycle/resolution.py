@@ -35,14 +35,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from arvis.domain.boundary import EffectBoundary
+from arvis.domain.boundary import RESOLVED_BOUNDARIES, EffectBoundary
 from arvis.domain.clock import Clock
 from arvis.domain.context import AuthorizedEffectContext
 from arvis.domain.errors import ArvisError, PayloadError
 from arvis.domain.identity import Identity
 from arvis.domain.ids import CallId, IdempotencyKey, PlanId, RunId, TenantId
 from arvis.domain.journal import (
-    RESOLVED_BOUNDARIES,
     ConsentRound,
     Decider,
     ExecutionArtifact,
