@@ -33,9 +33,10 @@ from arvis.domain.definitions import ReplaySafety, ToolDefinition
 from arvis.domain.idempotency import derive_idempotency_key
 from arvis.domain.identity import Identity
 from arvis.domain.ids import CausalId, IdempotencyKey, InstanceId, PlanId, RunId
+from arvis.domain.journal import STALE_REASON
 from arvis.domain.payload import FrozenEffectPayload
 from arvis.domain.schemas import PayloadValidator
-from arvis.domain.states import ConfirmationState
+from arvis.domain.states import ConfirmationState, consent_expired
 from arvis.lifecycle.budgets import AmountProblem, BudgetCharge, Budgets
 from arvis.lifecycle.policy import ToolPolicy
 from arvis.lifecycle.ports import ConfirmationRecord, DecisionHistory
@@ -87,8 +88,9 @@ class Refuse:
     attempt: int | None
     """The attempt number this refusal takes, or None when it is not an attempt."""
     expire: ConfirmationRecord | None = None
-    """A confirmation found unusable at the moment of use (expired, or stale): the
-    refusal moves it to EXPIRED in the same step."""
+    """A waiting confirmation found unusable at the moment of use (expired, or stale):
+    the step is its expiry, journaled as the consent's end like any other expiry
+    (:func:`arvis.lifecycle.entries.expiry`), which answers the syscall refused."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,10 +129,6 @@ class AwaitConsent:
     definition_fingerprint: str | None = None
     policy_digest: str | None = None
     """What the approval will be for: re-checked when the approved call is used."""
-
-
-STALE_REASON = "approval_stale"
-"""The decision reason of a confirmation expired because it went stale."""
 
 
 AuthorizationStep = Proceed | Refuse | Deduplicated | InFlight | AwaitConsent | AnotherPrincipal
@@ -314,12 +312,12 @@ class ToolAuthorizationService:
         if confirmation is None:
             return AwaitConsent(context, None)
         state = confirmation.state
-        # Expired by either clock: this process's, or the database's when it read
-        # the history (the clock the admitting statement checks it by, issue 16).
-        now = self.clock.now()
-        if history.read_at is not None and history.read_at > now:
-            now = history.read_at
-        if state in _USABLE and confirmation.expires_at <= now:
+        # One clock: the database's, as it read the history (the clock the admitting
+        # statement checks it by). A history read without it (none of the store's)
+        # leaves expiry to that statement, which answers 'stale' for a lapsed consent.
+        if history.read_at is not None and consent_expired(
+            state, confirmation.expires_at, history.read_at
+        ):
             return DenialReason.CONFIRMATION_EXPIRED, confirmation
         if state is ConfirmationState.PENDING:
             return AwaitConsent(context, confirmation)
@@ -338,9 +336,6 @@ class ToolAuthorizationService:
         # APPROVED: reserve it. CONSUMED: consent was given for this very action and
         # the retry table has already decided that another attempt is allowed.
         return None
-
-
-_USABLE = (ConfirmationState.PENDING, ConfirmationState.APPROVED)
 
 
 def _stale(confirmation: ConfirmationRecord, in_force: tuple[str, str]) -> bool:
@@ -417,10 +412,7 @@ def needs_earlier(history: DecisionHistory) -> bool:
         return False
     if latest.boundary is EffectBoundary.EFFECT_FAILED:
         return latest.retryable
-    return latest.boundary in _UNCERTAIN and latest.resolved is None
-
-
-_UNCERTAIN = (EffectBoundary.EFFECT_STARTED, EffectBoundary.EFFECT_STATE_UNKNOWN)
+    return latest.boundary.uncertain and latest.resolved is None
 
 
 def _may_have_taken_effect(history: DecisionHistory) -> bool:
