@@ -18,7 +18,7 @@ from arvis.evidence.bundle import build_bundle, verify_bundle
 from arvis.evidence.keys import PublicKey, SigningKey
 from arvis.evidence.witness import read_witness
 from arvis.lifecycle.errors import NotFound
-from arvis.lifecycle.evidence import EvidenceReport, verify_run
+from arvis.lifecycle.evidence.verify import EvidenceReport, verify_run
 from arvis.store.audit import PgPlanStore
 
 signing_app = typer.Typer(

@@ -12,7 +12,7 @@ from arvis.cli.common import JsonFlag, fail, with_kernel
 from arvis.cli.output import emit_json, table
 from arvis.domain.ids import RunId
 from arvis.domain.journal import ResolutionArtifact
-from arvis.lifecycle.resolution import RESOLVED_AS
+from arvis.lifecycle.consent.resolution import RESOLVED_AS
 from arvis.store.outbox import PgOutbox
 
 API_KEY_VARIABLE = "ARVIS_API_KEY"
@@ -50,7 +50,7 @@ def resolve(
         fail(f"set {API_KEY_VARIABLE} to an approver's API key: the resolver is its principal", 2)
 
     async def use(kernel: Kernel) -> dict[str, Any]:
-        from arvis.api.identity import authenticate
+        from arvis.web.identity import authenticate
 
         identity = await authenticate(kernel, token)
         if not identity.has_role("approver"):

@@ -14,7 +14,7 @@ from arvis.cli.common import JsonFlag, fail, settings_or_exit, with_kernel
 from arvis.cli.output import emit_json, outcome_table, table
 from arvis.domain.errors import ArvisError
 from arvis.domain.ids import RunId, TenantId
-from arvis.lifecycle.evidence import EvidenceReport
+from arvis.lifecycle.evidence.verify import EvidenceReport
 from arvis.lifecycle.results import SyscallResult
 from arvis.tools.describe import describe_plan
 

@@ -37,8 +37,8 @@ from arvis.domain.journal import STALE_REASON
 from arvis.domain.payload import FrozenEffectPayload
 from arvis.domain.schemas import PayloadValidator
 from arvis.domain.states import ConfirmationState, consent_expired
-from arvis.lifecycle.budgets import AmountProblem, BudgetCharge, Budgets
-from arvis.lifecycle.policy import ToolPolicy
+from arvis.lifecycle.policy.budgets import AmountProblem, BudgetCharge, Budgets
+from arvis.lifecycle.policy.policy import ToolPolicy
 from arvis.lifecycle.ports import ConfirmationRecord, DecisionHistory
 from arvis.tools.errors import CanonicalFormRefused
 from arvis.tools.plans import ToolPlan

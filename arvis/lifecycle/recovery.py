@@ -36,10 +36,10 @@ from arvis.domain.context import AuthorizedEffectContext
 from arvis.domain.errors import StoreError
 from arvis.domain.ids import IdempotencyKey, TenantId
 from arvis.domain.journal import Problem, RecoveryArtifact
+from arvis.lifecycle.consent.reconcile import Reconciler
 from arvis.lifecycle.entries import consumed_capability, journal_receipt, settle_append
 from arvis.lifecycle.lease import InstanceLease
 from arvis.lifecycle.ports import InFlightAttempt, LifecycleStore
-from arvis.lifecycle.resolution import Reconciler
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ _LIST = text(
 
 
 class PgCheckpoints:
-    """Implements ``CheckpointStore`` of :mod:`arvis.lifecycle.checkpoints`."""
+    """Implements ``CheckpointStore`` of :mod:`arvis.lifecycle.evidence.checkpoints`."""
 
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine

@@ -1,7 +1,7 @@
 """API keys on PostgreSQL. Each method is its own short transaction.
 
 Keys are identity administration, not part of a governed effect, so they live
-beside the lifecycle's unit of work rather than inside it (like the plan store).
+beside the lifecycle's store operations rather than inside them (like the plan store).
 """
 
 from __future__ import annotations

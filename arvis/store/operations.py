@@ -20,7 +20,7 @@ from psycopg.rows import dict_row, tuple_row
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.errors import IntegrityConflict
 from arvis.domain.ids import IdempotencyKey, RunId, TenantId
-from arvis.lifecycle.budgets import charges_text
+from arvis.lifecycle.policy.budgets import charges_text
 from arvis.lifecycle.ports import (
     Admission,
     AdmitAnswer,

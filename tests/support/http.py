@@ -13,14 +13,14 @@ import httpx
 import psycopg
 from fastapi import FastAPI, Request
 
-from arvis.api.app import create_app
-from arvis.api.identity import get_kernel
 from arvis.bootstrap import Kernel, build_kernel
 from arvis.config import Settings
 from arvis.domain.identity import Role
+from arvis.serving.app import create_app
 from arvis.store.database import PgStore
 from arvis.store.engine import libpq_url
 from arvis.store.keys import PgKeyStore
+from arvis.web.identity import get_kernel
 
 if TYPE_CHECKING:
     from arvis.telemetry.tracing import Tracing

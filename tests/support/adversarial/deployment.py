@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from arvis.api.app import create_app
 from arvis.bootstrap import build_kernel
 from arvis.domain.identity import Role
+from arvis.serving.app import create_app
 from arvis.store.database import PgStore
 from arvis.store.keys import PgKeyStore
 from tests.support.adversarial.stubs import HostileStubs

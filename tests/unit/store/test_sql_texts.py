@@ -4,7 +4,6 @@ in it are generated from the domain (issue 24)."""
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -17,7 +16,8 @@ STORE_SQL = SQL_FILE.parent
 
 def _revision(name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, MIGRATIONS_DIR / "versions" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
