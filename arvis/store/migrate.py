@@ -19,8 +19,9 @@ def _migrations_dir() -> Path:
     """Where ``arvis.migrations`` is: inside the installed package, or the top-level
     ``migrations/`` folder of a source checkout (an editable install maps it)."""
     spec = importlib.util.find_spec("arvis.migrations")
-    if spec is not None and spec.submodule_search_locations:
-        return Path(next(iter(spec.submodule_search_locations)))
+    for location in [] if spec is None else spec.submodule_search_locations or []:
+        if (Path(location) / "env.py").is_file():
+            return Path(location)
     return Path(__file__).resolve().parents[2] / "migrations"
 
 
