@@ -28,13 +28,17 @@ from pathlib import Path
 
 from alembic import op
 
+import arvis.store
+
 revision: str = "0007"
 down_revision: str | None = "0006"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 _MIGRATIONS = Path(__file__).resolve().parents[1]
-_CURRENT = _MIGRATIONS.parent / "store" / "sql"
+# The current texts are the store package's, wherever the migrations are (a source
+# checkout's top-level migrations/, or arvis.migrations in the wheel).
+_CURRENT = Path(arvis.store.__file__).resolve().parent / "sql"
 # What the revision before this one installed: 0006's arvis_admit, 0005's arvis_journal.
 _PREVIOUS = {
     "arvis_admit": _MIGRATIONS / "sql" / "0006" / "arvis_admit.sql",
