@@ -26,6 +26,10 @@ def _migrations_dir() -> Path:
 
 
 MIGRATIONS_DIR = _migrations_dir()
+FUNCTIONS_DIR = Path(__file__).resolve().parent / "sql"
+"""The current text of each server-side function (``arvis/store/sql/``): a revision that
+installs a function's newest text reads it here; the texts it replaced are frozen under
+``migrations/sql/<revision>/``."""
 
 
 def alembic_config(url: str) -> Config:

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from alembic import op
 
-import arvis.store
+from arvis.store.migrate import FUNCTIONS_DIR
 
 revision: str = "0005"
 down_revision: str | None = "0004"
@@ -42,9 +42,7 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 _MIGRATIONS = Path(__file__).resolve().parents[1]
-# The current texts are the store package's, wherever the migrations are (a source
-# checkout's top-level migrations/, or arvis.migrations in the wheel).
-_CURRENT = Path(arvis.store.__file__).resolve().parent / "sql"
+_CURRENT = FUNCTIONS_DIR
 # In dependency order. When a later revision changes one of these, it first
 # freezes this revision's text under arvis/migrations/sql/0005/ and points here.
 FUNCTIONS = (

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from alembic import op
 
-import arvis.store
+from arvis.store.migrate import FUNCTIONS_DIR
 
 revision: str = "0007"
 down_revision: str | None = "0006"
@@ -36,9 +36,7 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 _MIGRATIONS = Path(__file__).resolve().parents[1]
-# The current texts are the store package's, wherever the migrations are (a source
-# checkout's top-level migrations/, or arvis.migrations in the wheel).
-_CURRENT = Path(arvis.store.__file__).resolve().parent / "sql"
+_CURRENT = FUNCTIONS_DIR
 # What the revision before this one installed: 0006's arvis_admit, 0005's arvis_journal.
 _PREVIOUS = {
     "arvis_admit": _MIGRATIONS / "sql" / "0006" / "arvis_admit.sql",

@@ -81,7 +81,7 @@ from pathlib import Path
 
 from alembic import op
 
-import arvis.store
+from arvis.store.migrate import FUNCTIONS_DIR
 
 revision: str = "0010"
 down_revision: str | None = "0009"
@@ -89,9 +89,7 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 _MIGRATIONS = Path(__file__).resolve().parents[1]
-# The current texts are the store package's, wherever the migrations are (a source
-# checkout's top-level migrations/, or arvis.migrations in the wheel).
-_CURRENT = Path(arvis.store.__file__).resolve().parent / "sql"
+_CURRENT = FUNCTIONS_DIR
 # Functions a later revision changed: this revision installs its own text, frozen.
 _FROZEN = _MIGRATIONS / "sql" / "0010"
 _RESOLVE_PREVIOUS = _MIGRATIONS / "sql" / "0006"
