@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from arvis.domain.checkpoints import Checkpoint
 from arvis.domain.ids import RunId, TenantId
-from arvis.store.errors import translate
+from arvis.store.connections import translated
 
 _SAVE = text(
     "INSERT INTO run_checkpoints (tenant_id, run_id, length, head_hash, signed_at, key_id,"
@@ -38,46 +38,28 @@ class PgCheckpoints:
         self._engine = engine
 
     async def save_checkpoint(self, checkpoint: Checkpoint) -> None:
-        try:
-            async with self._engine.begin() as conn:
-                await conn.execute(
-                    _SAVE,
-                    {
-                        "t": checkpoint.tenant_id,
-                        "r": checkpoint.run_id,
-                        "n": checkpoint.length,
-                        "h": checkpoint.head_hash,
-                        "at": checkpoint.signed_at,
-                        "k": checkpoint.key_id,
-                        "s": checkpoint.signature,
-                    },
-                )
-        except Exception as exc:
-            domain = translate(exc)
-            if domain is not None:
-                raise domain from exc
-            raise
+        async with translated(self._engine, write=True) as conn:
+            await conn.execute(
+                _SAVE,
+                {
+                    "t": checkpoint.tenant_id,
+                    "r": checkpoint.run_id,
+                    "n": checkpoint.length,
+                    "h": checkpoint.head_hash,
+                    "at": checkpoint.signed_at,
+                    "k": checkpoint.key_id,
+                    "s": checkpoint.signature,
+                },
+            )
 
     async def flag_run(self, tenant_id: str, run_id: str, position: int, fault: str) -> None:
         """Keep, once, that the run's evidence was found broken at ``position`` (issue 23)."""
-        try:
-            async with self._engine.begin() as conn:
-                await conn.execute(_FLAG, {"t": tenant_id, "r": run_id, "p": position, "f": fault})
-        except Exception as exc:
-            domain = translate(exc)
-            if domain is not None:
-                raise domain from exc
-            raise
+        async with translated(self._engine, write=True) as conn:
+            await conn.execute(_FLAG, {"t": tenant_id, "r": run_id, "p": position, "f": fault})
 
     async def checkpoints(self, tenant_id: TenantId, run_id: RunId) -> list[Checkpoint]:
-        try:
-            async with self._engine.connect() as conn:
-                rows = (await conn.execute(_LIST, {"t": tenant_id, "r": run_id})).all()
-        except Exception as exc:
-            domain = translate(exc)
-            if domain is not None:
-                raise domain from exc
-            raise
+        async with translated(self._engine, write=False) as conn:
+            rows = (await conn.execute(_LIST, {"t": tenant_id, "r": run_id})).all()
         return [
             Checkpoint(
                 tenant_id=row[0],

@@ -6,8 +6,8 @@ beside the lifecycle's store operations rather than inside them (like the plan s
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from arvis.domain.apikeys import IssuedToken, issue_token
 from arvis.domain.identity import Identity, Role
 from arvis.domain.ids import PrincipalId, TenantId
-from arvis.store.errors import translate
+from arvis.store.connections import translated
 from arvis.store.operations import PgOperations
 
 ROLES: tuple[Role, ...] = ("agent", "approver", "auditor", "admin")
@@ -54,7 +54,7 @@ class ApiKeyRecord:
         )
 
 
-_COLUMN_NAMES = (
+COLUMN_NAMES = (
     "tenant_id",
     "key_id",
     "principal",
@@ -64,7 +64,7 @@ _COLUMN_NAMES = (
     "revoked_at",
     "groups",
 )
-_COLUMNS = ", ".join(_COLUMN_NAMES)
+_COLUMNS = ", ".join(COLUMN_NAMES)
 
 
 class PgKeyStore:
@@ -76,20 +76,8 @@ class PgKeyStore:
         # when there is one.
         self._fast = fast
 
-    @asynccontextmanager
-    async def _connection(self, *, write: bool) -> AsyncIterator[AsyncConnection]:
-        try:
-            if write:
-                async with self._engine.begin() as conn:
-                    yield conn
-            else:
-                async with self._engine.connect() as conn:
-                    yield conn
-        except Exception as exc:
-            domain = translate(exc)
-            if domain is not None:
-                raise domain from exc
-            raise
+    def _connection(self, *, write: bool) -> AbstractAsyncContextManager[AsyncConnection]:
+        return translated(self._engine, write=write)
 
     async def create(
         self,
@@ -132,7 +120,7 @@ class PgKeyStore:
             )
             if found is None:
                 return None
-            return _record(dict(zip(_COLUMN_NAMES, found, strict=True)))
+            return _record(dict(zip(COLUMN_NAMES, found, strict=True)))
         async with self._connection(write=False) as conn:
             row = (
                 (
@@ -177,13 +165,9 @@ class PgKeyStore:
 
 
 def _record(data: Mapping[str, Any] | RowMapping) -> ApiKeyRecord:
+    same = ("tenant_id", "key_id", "principal", "secret_hash", "created_at", "revoked_at")
     return ApiKeyRecord(
-        tenant_id=data["tenant_id"],
-        key_id=data["key_id"],
-        principal=data["principal"],
+        **{name: data[name] for name in same},
         roles=tuple(data["roles"]),
-        secret_hash=data["secret_hash"],
-        created_at=data["created_at"],
-        revoked_at=data["revoked_at"],
         groups=tuple(data.get("groups") or ()),
     )

@@ -7,16 +7,15 @@ found only while it has not expired by the database's clock and its key is live.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from arvis.store.errors import translate
-from arvis.store.keys import ApiKeyRecord, _record
+from arvis.store.connections import translated
+from arvis.store.keys import COLUMN_NAMES, ApiKeyRecord, _record
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,19 +25,7 @@ class SessionRecord:
     expires_at: datetime
 
 
-_KEY_COLUMNS = ", ".join(
-    f"k.{name}"
-    for name in (
-        "tenant_id",
-        "key_id",
-        "principal",
-        "roles",
-        "secret_hash",
-        "created_at",
-        "revoked_at",
-        "groups",
-    )
-)
+_KEY_COLUMNS = ", ".join(f"k.{name}" for name in COLUMN_NAMES)
 
 
 class PgSessionStore:
@@ -47,16 +34,8 @@ class PgSessionStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
 
-    @asynccontextmanager
-    async def _connection(self) -> AsyncIterator[AsyncConnection]:
-        try:
-            async with self._engine.begin() as conn:
-                yield conn
-        except Exception as exc:
-            domain = translate(exc)
-            if domain is not None:
-                raise domain from exc
-            raise
+    def _connection(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        return translated(self._engine, write=True)
 
     async def create(self, tenant_id: str, key_id: str, token_hash: str, ttl_s: float) -> datetime:
         """A session of the key for ``ttl_s`` seconds; answers when it expires. Sessions
