@@ -10,15 +10,13 @@ no differences).
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
+from typing import get_args
 
 from sqlalchemy import (
     BigInteger,
     Boolean,
     CheckConstraint,
     Column,
-    DateTime,
     ForeignKeyConstraint,
     Index,
     Integer,
@@ -31,7 +29,17 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
-from sqlalchemy.types import TypeEngine
+
+from arvis.domain.boundary import EffectBoundary
+from arvis.domain.identity import Role
+from arvis.domain.journal import JournalKind
+from arvis.domain.states import CapabilityState, ConfirmationState
+from arvis.store.columns import at_ as _at
+from arvis.store.columns import defaulted as _defaulted
+from arvis.store.columns import in_ as _in
+from arvis.store.columns import of_run as _of_run
+from arvis.store.columns import tenant_check as _tenant_check
+from arvis.store.columns import texts as _texts
 
 metadata = MetaData(
     naming_convention={
@@ -43,50 +51,13 @@ metadata = MetaData(
     }
 )
 
-BOUNDARIES = (
-    "PRE_EFFECT_REFUSAL",
-    "EFFECT_NOT_STARTED",
-    "EFFECT_STARTED",
-    "EFFECT_COMPLETED",
-    "EFFECT_FAILED",
-    "EFFECT_STATE_UNKNOWN",
-)
-CAPABILITY_STATES = ("MINTED", "ACTIVE", "CONSUMED", "REVOKED")
-CONFIRMATION_STATES = ("PENDING", "APPROVED", "RESERVED", "CONSUMED", "DENIED", "EXPIRED")
-JOURNAL_KINDS = ("execution", "refusal", "recovery", "confirmation", "resolution")
+# The CHECKed value sets come from the domain's one definition of each.
+BOUNDARIES = tuple(boundary.value for boundary in EffectBoundary)
+CAPABILITY_STATES = tuple(state.value for state in CapabilityState)
+CONFIRMATION_STATES = tuple(state.value for state in ConfirmationState)
+JOURNAL_KINDS = tuple(kind.value for kind in JournalKind)
 OUTBOX_STATES = ("PENDING", "DELIVERED", "DEAD")
-ROLES = ("agent", "approver", "auditor", "admin")
-
-
-def _in(column: str, values: tuple[str, ...]) -> str:
-    return f"{column} IN ({', '.join(repr(v) for v in values)})"
-
-
-def _texts(*names: str) -> list[Column[str]]:
-    """Required text columns, in this order."""
-    return [Column(name, Text, nullable=False) for name in names]
-
-
-def _at(name: str, *, now: bool = False, required: bool = True) -> Column[datetime]:
-    """A timestamp with time zone; ``now``: defaulted to the writing transaction's time."""
-    default = text("now()") if now else None
-    return Column(name, DateTime(timezone=True), nullable=not required, server_default=default)
-
-
-def _defaulted(
-    name: str, type_: type[TypeEngine[Any]] | TypeEngine[Any], default: str
-) -> Column[Any]:
-    """A required column the database fills with ``default`` (SQL) when a write omits it."""
-    return Column(name, type_, nullable=False, server_default=text(default))
-
-
-def _of_run() -> ForeignKeyConstraint:
-    """A row that belongs to one run of its tenant."""
-    return ForeignKeyConstraint(["tenant_id", "run_id"], ["runs.tenant_id", "runs.run_id"])
-
-
-def _tenant_check() -> CheckConstraint:
-    return CheckConstraint("tenant_id <> ''", name="tenant_present")
+ROLES: tuple[str, ...] = get_args(Role)
 
 
 # Plans are deployment configuration, shared by every tenant: the plan id is a

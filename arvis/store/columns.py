@@ -1,0 +1,40 @@
+"""The column and constraint shapes the lifecycle's tables repeat (``arvis.store.tables``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import CheckConstraint, Column, DateTime, ForeignKeyConstraint, Text, text
+from sqlalchemy.types import TypeEngine
+
+
+def in_(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+def texts(*names: str) -> list[Column[str]]:
+    """Required text columns, in this order."""
+    return [Column(name, Text, nullable=False) for name in names]
+
+
+def at_(name: str, *, now: bool = False, required: bool = True) -> Column[datetime]:
+    """A timestamp with time zone; ``now``: defaulted to the writing transaction's time."""
+    default = text("now()") if now else None
+    return Column(name, DateTime(timezone=True), nullable=not required, server_default=default)
+
+
+def defaulted(
+    name: str, type_: type[TypeEngine[Any]] | TypeEngine[Any], default: str
+) -> Column[Any]:
+    """A required column the database fills with ``default`` (SQL) when a write omits it."""
+    return Column(name, type_, nullable=False, server_default=text(default))
+
+
+def of_run() -> ForeignKeyConstraint:
+    """A row that belongs to one run of its tenant."""
+    return ForeignKeyConstraint(["tenant_id", "run_id"], ["runs.tenant_id", "runs.run_id"])
+
+
+def tenant_check() -> CheckConstraint:
+    return CheckConstraint("tenant_id <> ''", name="tenant_present")
