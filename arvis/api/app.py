@@ -20,10 +20,11 @@ from arvis.api.problems import install_problem_handlers
 from arvis.api.routes import budgets, confirmations, resolutions, runs, syscalls, system
 from arvis.api.routes import checkpoints as run_checkpoints
 from arvis.api.tracing import TraceContext
-from arvis.bootstrap import Kernel, build_kernel
+from arvis.bootstrap import build_kernel
 from arvis.config import Environment, load_settings
 from arvis.console import ConsoleHeaders
 from arvis.console import mount as mount_console
+from arvis.kernel import Kernel
 from arvis.lifecycle.syscalls import SyscallObserver
 from arvis.mcp.endpoint import McpEndpoint
 

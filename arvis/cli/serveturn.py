@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     import uvicorn
 
     from arvis.api.metrics import ApiMetrics
-    from arvis.bootstrap import Kernel
+    from arvis.kernel import Kernel
     from arvis.lifecycle.syscalls import SyscallObserver
 
 # After the drain, what is left on the sockets are idle keep-alive connections.

@@ -24,9 +24,9 @@ from datetime import datetime
 from fastapi import Request, Response
 
 from arvis.api.identity import ForbiddenRole, authenticate
-from arvis.bootstrap import Kernel
 from arvis.domain.errors import ArvisError
 from arvis.domain.identity import Identity
+from arvis.kernel import Kernel
 
 SESSION_COOKIE = "arvis_console"
 SIGN_IN_COOKIE = "arvis_console_signin"

@@ -30,7 +30,6 @@ from starlette.types import Receive, Scope, Send
 from arvis import __version__
 from arvis.api.identity import scope_log_fields
 from arvis.api.problems import problem
-from arvis.bootstrap import Kernel
 from arvis.domain.authorization import DenialReason
 from arvis.domain.decisions import ActionDecision
 from arvis.domain.definitions import ReplaySafety, ToolDefinition
@@ -39,6 +38,7 @@ from arvis.domain.idempotency import derive_idempotency_key
 from arvis.domain.identity import Identity
 from arvis.domain.ids import CausalId, RunId
 from arvis.domain.payload import FrozenEffectPayload, freeze_payload
+from arvis.kernel import Kernel
 from arvis.lifecycle.notify import NotifyConfig
 from arvis.lifecycle.results import Syscall, SyscallResult
 from arvis.mcp import meta as keys
@@ -198,7 +198,7 @@ class McpGateway:
                 tool=tool,
                 confirmation_id=pending.confirmation_id,
             )
-        run_id = run_id or default_run_id(identity, kernel.settings.turn_run_id)
+        run_id = run_id or default_run_id(identity, kernel.lifecycle.handler.served_run)
         causal_id = causal_id or default_causal_id(tool, definition, payload)
         try:
             decision = ActionDecision(tool=tool, payload=arguments)

@@ -12,8 +12,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from arvis.domain.checkpoints import Checkpoint
-from arvis.domain.ids import RunId, TenantId
-from arvis.store.errors import translate
+from arvis.store.admin import transaction
 
 _SAVE = text(
     "INSERT INTO run_checkpoints (tenant_id, run_id, length, head_hash, signed_at, key_id,"
@@ -25,68 +24,31 @@ _FLAG = text(
     "UPDATE runs SET evidence_broken_at = :p, evidence_fault = :f"
     " WHERE tenant_id = :t AND run_id = :r AND evidence_broken_at IS NULL"
 )
-_LIST = text(
-    "SELECT tenant_id, run_id, length, head_hash, signed_at, key_id, signature"
-    " FROM run_checkpoints WHERE tenant_id = :t AND run_id = :r ORDER BY length"
-)
 
 
 class PgCheckpoints:
-    """Implements ``CheckpointStore`` of :mod:`arvis.lifecycle.checkpoints`."""
+    """Implements ``CheckpointStore`` of :mod:`arvis.lifecycle.checkpoints` (the reads of
+    checkpoints are the lifecycle store's, in a verify's snapshot)."""
 
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
 
     async def save_checkpoint(self, checkpoint: Checkpoint) -> None:
-        try:
-            async with self._engine.begin() as conn:
-                await conn.execute(
-                    _SAVE,
-                    {
-                        "t": checkpoint.tenant_id,
-                        "r": checkpoint.run_id,
-                        "n": checkpoint.length,
-                        "h": checkpoint.head_hash,
-                        "at": checkpoint.signed_at,
-                        "k": checkpoint.key_id,
-                        "s": checkpoint.signature,
-                    },
-                )
-        except Exception as exc:
-            domain = translate(exc)
-            if domain is not None:
-                raise domain from exc
-            raise
+        async with transaction(self._engine) as conn:
+            await conn.execute(
+                _SAVE,
+                {
+                    "t": checkpoint.tenant_id,
+                    "r": checkpoint.run_id,
+                    "n": checkpoint.length,
+                    "h": checkpoint.head_hash,
+                    "at": checkpoint.signed_at,
+                    "k": checkpoint.key_id,
+                    "s": checkpoint.signature,
+                },
+            )
 
     async def flag_run(self, tenant_id: str, run_id: str, position: int, fault: str) -> None:
         """Keep, once, that the run's evidence was found broken at ``position`` (issue 23)."""
-        try:
-            async with self._engine.begin() as conn:
-                await conn.execute(_FLAG, {"t": tenant_id, "r": run_id, "p": position, "f": fault})
-        except Exception as exc:
-            domain = translate(exc)
-            if domain is not None:
-                raise domain from exc
-            raise
-
-    async def checkpoints(self, tenant_id: TenantId, run_id: RunId) -> list[Checkpoint]:
-        try:
-            async with self._engine.connect() as conn:
-                rows = (await conn.execute(_LIST, {"t": tenant_id, "r": run_id})).all()
-        except Exception as exc:
-            domain = translate(exc)
-            if domain is not None:
-                raise domain from exc
-            raise
-        return [
-            Checkpoint(
-                tenant_id=row[0],
-                run_id=row[1],
-                length=row[2],
-                head_hash=row[3],
-                signed_at=row[4],
-                key_id=row[5],
-                signature=row[6],
-            )
-            for row in rows
-        ]
+        async with transaction(self._engine) as conn:
+            await conn.execute(_FLAG, {"t": tenant_id, "r": run_id, "p": position, "f": fault})

@@ -7,16 +7,14 @@ found only while it has not expired by the database's clock and its key is live.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from arvis.store.errors import translate
-from arvis.store.keys import ApiKeyRecord, _record
+from arvis.store.admin import transaction
+from arvis.store.keys import KEY_COLUMNS, ApiKeyRecord, _record
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,19 +24,7 @@ class SessionRecord:
     expires_at: datetime
 
 
-_KEY_COLUMNS = ", ".join(
-    f"k.{name}"
-    for name in (
-        "tenant_id",
-        "key_id",
-        "principal",
-        "roles",
-        "secret_hash",
-        "created_at",
-        "revoked_at",
-        "groups",
-    )
-)
+_KEY_COLUMNS = ", ".join(f"k.{name}" for name in KEY_COLUMNS)
 
 
 class PgSessionStore:
@@ -47,21 +33,10 @@ class PgSessionStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
 
-    @asynccontextmanager
-    async def _connection(self) -> AsyncIterator[AsyncConnection]:
-        try:
-            async with self._engine.begin() as conn:
-                yield conn
-        except Exception as exc:
-            domain = translate(exc)
-            if domain is not None:
-                raise domain from exc
-            raise
-
     async def create(self, tenant_id: str, key_id: str, token_hash: str, ttl_s: float) -> datetime:
         """A session of the key for ``ttl_s`` seconds; answers when it expires. Sessions
         that have expired are deleted on the way (their rows would only accumulate)."""
-        async with self._connection() as conn:
+        async with transaction(self._engine) as conn:
             await conn.execute(text("DELETE FROM console_sessions WHERE expires_at <= now()"))
             expires: datetime = (
                 await conn.execute(
@@ -77,7 +52,7 @@ class PgSessionStore:
 
     async def find(self, token_hash: str) -> SessionRecord | None:
         """The session and its key, unless it expired or the key was revoked."""
-        async with self._connection() as conn:
+        async with transaction(self._engine) as conn:
             row = (
                 (
                     await conn.execute(
@@ -100,7 +75,7 @@ class PgSessionStore:
 
     async def end(self, token_hash: str) -> bool:
         """Delete the session; False when there was none."""
-        async with self._connection() as conn:
+        async with transaction(self._engine) as conn:
             result = await conn.execute(
                 text("DELETE FROM console_sessions WHERE token_hash = :h"), {"h": token_hash}
             )

@@ -15,7 +15,8 @@ from fastapi import FastAPI, Request
 
 from arvis.api.app import create_app
 from arvis.api.identity import get_kernel
-from arvis.bootstrap import Kernel, build_kernel
+from arvis.bootstrap import build_kernel
+from arvis.kernel import Kernel
 from arvis.config import Settings
 from arvis.domain.identity import Role
 from arvis.store.database import PgStore
@@ -92,7 +93,7 @@ async def mint_keys(
 ) -> dict[str, str]:
     store = await PgStore.open(database_url)
     try:
-        keys = PgKeyStore(store.engine)
+        keys = PgKeyStore(store.engine, store.ops)
         tokens: dict[str, str] = {}
         for tenant in tenants:
             for role in roles:

@@ -31,8 +31,8 @@ ALLOWED: dict[str, set[str]] = {
     # Adapters: inward only, never one another.
     "store": {*CORE, "store"},
     "providers": {"domain", "providers"},
-    "mcp": {*CORE, "config", "bootstrap", "api", "mcp"},
-    "console": {*CORE, "config", "bootstrap", "api", "console"},
+    "mcp": {*CORE, "config", "kernel", "api", "mcp"},
+    "console": {*CORE, "config", "kernel", "api", "console"},
     # The client ships to agent runtimes: of the server, only the error base class.
     "client": {"domain", "client"},
     "integrations": {"client", "integrations"},
@@ -41,19 +41,35 @@ ALLOWED: dict[str, set[str]] = {
     "telemetry": {*CORE, "telemetry"},
     # Evidence beyond the database (signing keys, witnesses, bundles): an adapter.
     "evidence": {*CORE, "evidence"},
-    # The composition root wires every adapter but no entry point.
-    "bootstrap": {
-        *CORE,
-        *{"config", "store", "providers", "mcp", "telemetry", "evidence", "bootstrap"},
-    },
+    # The composition root wires every adapter but no entry point; what arvis.toml
+    # declares is read and checked by ``deployment``; ``kernel`` is what it wires (the
+    # services entry points use, and the instance's life).
+    "bootstrap": {*CORE, "config", "store", "telemetry", "evidence", "deployment", "kernel"},
+    "deployment": {*CORE, *{"config", "store", "providers", "mcp", "telemetry", "evidence"}},
+    "kernel": {*CORE, "config", "store", "mcp", "telemetry", "evidence"},
     # Entry points get their pieces from the composition root. The HTTP app mounts
     # the MCP gateway and the console.
-    "api": {*CORE, "config", "bootstrap", "api", "mcp", "console", "evidence"},
-    # The arvis command is the process itself: it migrates the store, manages keys,
-    # starts the HTTP server and drives a provider's turn.
-    "cli": {*CORE, "config", "bootstrap", "store", "providers", "api", "evidence", "cli"},
+    "api": {*CORE, "config", "bootstrap", "kernel", "api", "mcp", "console", "evidence"},
+    # The arvis command is the process itself: it migrates the store, manages keys
+    # (through the composition root's administration), starts the HTTP server and
+    # drives a provider's turn. Of the store it sees only CLI_STORE_MODULES.
+    "cli": {
+        *CORE,
+        *{"config", "bootstrap", "deployment", "kernel", "store", "providers", "api"},
+        *{"evidence", "cli"},
+    },
     "__main__": {"cli"},
 }
+
+
+CLI_STORE_MODULES = {
+    "arvis.store.database",  # which database: the embedded server or the URL
+    "arvis.store.engine",  # a sync engine to check the schema's revision before work
+    "arvis.store.errors",  # what an unreachable database says, in one line
+    "arvis.store.migrate",  # ``arvis migrate`` and migrate-then-serve
+}
+"""The CLI's only arrows into the store: finding, reaching and migrating the database.
+Every adapter (keys, outbox, plans, checkpoints) comes from the composition root."""
 
 
 @dataclass(frozen=True)
@@ -184,7 +200,7 @@ def test_the_graph_is_read_from_every_module() -> None:
     assert "arvis.tools.base" in edges
     assert "arvis.tools.base" in {edge.target for edge in edges["arvis.tools.outcome"]}
     # A lazy import (inside a function) is a dependency like any other.
-    assert "arvis.providers.config" in {edge.target for edge in edges["arvis.bootstrap"]}
+    assert "arvis.providers.config" in {edge.target for edge in edges["arvis.deployment"]}
 
 
 def test_no_module_of_arvis_imports_itself_back_through_others() -> None:
@@ -217,3 +233,14 @@ def test_the_circle_finder_names_a_circle() -> None:
         "d": [],
     }
     assert circles(edges) == [["a", "b", "c", "a"]]
+
+
+def test_the_cli_reaches_the_store_only_to_find_reach_and_migrate_the_database() -> None:
+    wrong = [
+        str(edge)
+        for module, found in graph().items()
+        if group(module) == "cli"
+        for edge in found
+        if group(edge.target) == "store" and edge.target not in CLI_STORE_MODULES
+    ]
+    assert wrong == [], f"the CLI builds a store adapter itself: {wrong}"

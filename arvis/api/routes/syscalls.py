@@ -10,8 +10,8 @@ from fastapi import APIRouter, Request, Response
 
 from arvis.api.identity import AgentIdentity, KernelDep, log_fields
 from arvis.api.problems import problem_responses
-from arvis.bootstrap import Kernel
 from arvis.domain.identity import Identity
+from arvis.kernel import Kernel
 from arvis.lifecycle.results import Syscall, SyscallResult
 
 router = APIRouter(tags=["syscalls"])

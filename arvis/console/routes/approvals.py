@@ -10,12 +10,12 @@ from fastapi.responses import RedirectResponse, Response
 
 from arvis.api.identity import KernelDep
 from arvis.api.schemas import DecisionBody
-from arvis.bootstrap import Kernel
 from arvis.console.deps import Form, User, need
 from arvis.console.views import ConfirmationView, confirmation_view
 from arvis.console.web import ConsoleRoute, render
 from arvis.domain.ids import ConfirmationId, TenantId
 from arvis.domain.states import ConfirmationState
+from arvis.kernel import Kernel
 from arvis.lifecycle.ports import ConfirmationRecord
 from arvis.lifecycle.results import ID_PATTERN
 

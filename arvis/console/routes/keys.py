@@ -13,13 +13,13 @@ from fastapi import APIRouter, Path, Request
 from fastapi.responses import RedirectResponse, Response
 
 from arvis.api.identity import KernelDep
-from arvis.bootstrap import Kernel
 from arvis.console.deps import Form, User, need
 from arvis.console.sessions import ConsoleUser
 from arvis.console.web import ConsoleRoute, render
 from arvis.domain.authorization import GROUP_PATTERN
 from arvis.domain.errors import ArvisError
 from arvis.domain.identity import Role
+from arvis.kernel import Kernel
 from arvis.lifecycle.errors import NotFound
 
 router = APIRouter(route_class=ConsoleRoute)

@@ -108,7 +108,7 @@ async def _mint(database_url: str, keys: dict[str, KeySpec]) -> dict[str, str]:
     try:
         tokens: dict[str, str] = {}
         for name, (tenant, principal, roles, groups) in keys.items():
-            _, issued = await PgKeyStore(store.engine).create(
+            _, issued = await PgKeyStore(store.engine, store.ops).create(
                 tenant, principal, list(roles), groups
             )
             tokens[name] = issued.token

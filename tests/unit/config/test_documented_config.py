@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from arvis.bootstrap import parse_audit_config
+from arvis.deployment import parse_audit_config
 from arvis.config import FileConfig
 from arvis.domain.errors import ConfigurationError
 from arvis.evidence.setup import parse_checkpoints_config
