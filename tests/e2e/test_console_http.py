@@ -377,7 +377,9 @@ async def test_a_revoked_keys_session_stops_working(api: Api, browser: httpx.Asy
 
     store = await PgStore.open(api.database_url)
     try:
-        record, issued = await PgKeyStore(store.engine, store.ops).create("acme", "short-lived", ["auditor"])
+        record, issued = await PgKeyStore(store.engine, store.ops).create(
+            "acme", "short-lived", ["auditor"]
+        )
         await sign_in(browser, issued.token)
         assert (await browser.get("/console/runs")).status_code == 200
         assert await PgKeyStore(store.engine, store.ops).revoke(record.key_id)

@@ -171,7 +171,9 @@ async def test_the_caller_whose_attempt_it_was_cannot_resolve_it(
     # The harness's agent principal, now holding an approver key of the same tenant.
     store = await PgStore.open(api.database_url)
     try:
-        _, issued = await PgKeyStore(store.engine, store.ops).create("acme", "agent-7", ["approver"])
+        _, issued = await PgKeyStore(store.engine, store.ops).create(
+            "acme", "agent-7", ["approver"]
+        )
     finally:
         await store.close()
     response = await api.client.post(
