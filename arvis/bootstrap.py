@@ -296,7 +296,7 @@ async def build_kernel(
         stats=PgStats(store.engine),
         bundles=BundleExporter(store.ops, plan_store, evidence.public_key, checkpointer),
         resources=Resources(store, http, loaded.upstreams),
-        evidence=evidence,
+        public_url=notifications.config.base_url,
         deliverer=NotificationDeliverer(outbox, notifications, http, clock),
         checkpointer=checkpointer,
         tracing=tracing,

@@ -11,7 +11,7 @@ is its life: start (lease, recovery, chores) and graceful close.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -19,7 +19,6 @@ import httpx
 from arvis.config import FileConfig, Settings
 from arvis.domain.ids import InstanceId
 from arvis.evidence.export import BundleExporter
-from arvis.evidence.setup import Evidence
 from arvis.lifecycle.budget_report import BudgetReports
 from arvis.lifecycle.checkpoints import Checkpointer
 from arvis.lifecycle.evidence import EvidenceService
@@ -102,8 +101,10 @@ class Kernel:
     bundles: BundleExporter
     """Audit bundles of runs (``arvis export``)."""
     resources: Resources
-    evidence: Evidence = field(default_factory=Evidence)
-    """The signing key, trusted public key and witness (issue 19)."""
+    public_url: str
+    """The deployment's public address, as configured (``[notify] base_url``; its
+    default, ``http://localhost:8000``, is the quick start's own): where links a
+    person is shown point."""
     deliverer: NotificationDeliverer | None = None
     """Posts the notification outbox to the declared webhooks (issue 16)."""
     checkpointer: Checkpointer | None = None

@@ -39,7 +39,6 @@ from arvis.domain.identity import Identity
 from arvis.domain.ids import CausalId, RunId
 from arvis.domain.payload import FrozenEffectPayload, freeze_payload
 from arvis.kernel import Kernel
-from arvis.lifecycle.notify import NotifyConfig
 from arvis.lifecycle.results import Syscall, SyscallResult
 from arvis.mcp import meta as keys
 from arvis.mcp.answers import (
@@ -74,14 +73,6 @@ def approval_url(base_url: str, confirmation_id: str) -> str:
     request's ``Host`` header says: a link a model shows a person must point where the
     operator said."""
     return f"{base_url.rstrip('/')}/console/confirmations/{confirmation_id}"
-
-
-def public_url(kernel: Kernel) -> str:
-    """The deployment's public address: ``[notify] base_url`` (its default,
-    ``http://localhost:8000``, is the quick start's own)."""
-    if kernel.deliverer is not None:
-        return kernel.deliverer.notifications.config.base_url
-    return NotifyConfig().base_url
 
 
 def mcp_tool(definition: ToolDefinition) -> types.Tool:
@@ -247,7 +238,7 @@ class McpGateway:
         payload: FrozenEffectPayload,
     ) -> types.CallToolResult | types.InputRequiredResult:
         assert result.confirmation is not None
-        url = approval_url(public_url(kernel), result.confirmation.id)
+        url = approval_url(kernel.public_url, result.confirmation.id)
         approver = f"a principal with the approver role in tenant {identity.tenant_id!r}"
         if not kernel.lifecycle.manager.allow_self_approval:
             approver += " other than you"

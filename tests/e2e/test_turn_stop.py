@@ -15,11 +15,11 @@ import pytest
 import typer
 
 from arvis.bootstrap import build_kernel
-from arvis.kernel import Kernel
 from arvis.cli.instance import run_admitting
 from arvis.cli.turn import operator_identity
 from arvis.config import Settings
 from arvis.domain.decisions import ActionDecision
+from arvis.kernel import Kernel
 from arvis.lifecycle.results import Syscall
 from tests.support.turntools import CONFIG
 

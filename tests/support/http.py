@@ -16,9 +16,9 @@ from fastapi import FastAPI, Request
 from arvis.api.app import create_app
 from arvis.api.identity import get_kernel
 from arvis.bootstrap import build_kernel
-from arvis.kernel import Kernel
 from arvis.config import Settings
 from arvis.domain.identity import Role
+from arvis.kernel import Kernel
 from arvis.store.database import PgStore
 from arvis.store.engine import libpq_url
 from arvis.store.keys import PgKeyStore
