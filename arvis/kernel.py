@@ -101,12 +101,12 @@ class Kernel:
     bundles: BundleExporter
     """Audit bundles of runs (``arvis export``)."""
     resources: Resources
+    deliverer: NotificationDeliverer
+    """Posts the notification outbox to the declared webhooks (issue 16)."""
     public_url: str
     """The deployment's public address, as configured (``[notify] base_url``; its
     default, ``http://localhost:8000``, is the quick start's own): where links a
     person is shown point."""
-    deliverer: NotificationDeliverer | None = None
-    """Posts the notification outbox to the declared webhooks (issue 16)."""
     checkpointer: Checkpointer | None = None
     """Signs run heads off the governed path; None without a signing key."""
     tracing: Tracing | None = None
@@ -119,9 +119,8 @@ class Kernel:
         chores: list[tuple[float, Any]] = [
             (self.settings.sweep_interval_s, self.lifecycle.manager.expire_due)
         ]
-        if self.deliverer is not None:
-            interval = self.deliverer.notifications.config.interval_s
-            chores.append((interval, self.deliverer.deliver_once))
+        interval = self.deliverer.notifications.config.interval_s
+        chores.append((interval, self.deliverer.deliver_once))
         if self.checkpointer is not None and self.checkpointer.policy.idle_s:
             idle_s = self.checkpointer.policy.idle_s
             chores.append((max(0.1, idle_s / 2), self.checkpointer.checkpoint_idle))

@@ -25,10 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from arvis.api.app import create_app
-from arvis.bootstrap import build_kernel
+from arvis.bootstrap import administration, build_kernel
 from arvis.domain.identity import Role
-from arvis.store.database import PgStore
-from arvis.store.keys import PgKeyStore
 from tests.support.adversarial.stubs import HostileStubs
 from tests.support.adversarial.toml import value
 from tests.support.adversarial.toolkinds import APP, BUILTIN, TOOL_KINDS, ToolKind, terms_tools
@@ -105,17 +103,12 @@ def config_text(
 
 
 async def _mint(database_url: str, keys: dict[str, KeySpec]) -> dict[str, str]:
-    store = await PgStore.open(database_url)
-    try:
+    async with administration(database_url) as admin:
         tokens: dict[str, str] = {}
         for name, (tenant, principal, roles, groups) in keys.items():
-            _, issued = await PgKeyStore(store.engine, store.ops).create(
-                tenant, principal, list(roles), groups
-            )
+            _, issued = await admin.keys.create(tenant, principal, list(roles), groups)
             tokens[name] = issued.token
         return tokens
-    finally:
-        await store.close()
 
 
 @dataclass(frozen=True)
