@@ -32,36 +32,36 @@ from arvis.evidence.witness import FileWitness
 from arvis.kernel import Kernel, Lifecycle, Resources
 from arvis.lifecycle.admission import AdmissionService
 from arvis.lifecycle.authorization import ToolAuthorizationService
-from arvis.lifecycle.budget_report import BudgetReports
-from arvis.lifecycle.budgets import Budgets, parse_budgets_config
-from arvis.lifecycle.checkpoints import Checkpointer
 from arvis.lifecycle.clock import SystemClock
-from arvis.lifecycle.crosscheck import TrustedKey
+from arvis.lifecycle.consent.notify import load_notifications
+from arvis.lifecycle.consent.reconcile import (
+    Reconciler,
+    ReconcileSettings,
+    parse_reconcile_config,
+)
+from arvis.lifecycle.consent.resolution import ResolutionService
+from arvis.lifecycle.consent.service import ConsentService
 from arvis.lifecycle.effects import EffectDispatcher
-from arvis.lifecycle.engines import build_policy
-from arvis.lifecycle.evidence import EvidenceService, WitnessSource
+from arvis.lifecycle.evidence.checkpoints import Checkpointer
+from arvis.lifecycle.evidence.crosscheck import TrustedKey
+from arvis.lifecycle.evidence.verify import EvidenceService, WitnessSource
+from arvis.lifecycle.evidence.witnessing import Witness, WitnessFeed
 from arvis.lifecycle.lease import InstanceLease
-from arvis.lifecycle.manager import ToolManager
-from arvis.lifecycle.notify import NotificationDeliverer, load_notifications
-from arvis.lifecycle.outbox import IntentOutboxService
-from arvis.lifecycle.policy import (
+from arvis.lifecycle.policy.budget_report import BudgetReports
+from arvis.lifecycle.policy.budgets import Budgets, parse_budgets_config
+from arvis.lifecycle.policy.engines import build_policy
+from arvis.lifecycle.policy.policy import (
     RulePolicy,
     ToolPolicy,
     parse_confirmations_config,
     parse_policy_config,
 )
 from arvis.lifecycle.ports import AuditSink, JournalEntry, LifecycleStore
+from arvis.lifecycle.receipts import IntentOutboxService
 from arvis.lifecycle.recovery import RecoverySweeper
 from arvis.lifecycle.replay import ReplayService
-from arvis.lifecycle.resolution import (
-    Reconciler,
-    ReconcileSettings,
-    ResolutionService,
-    parse_reconcile_config,
-)
 from arvis.lifecycle.settlement import Settlement
 from arvis.lifecycle.syscalls import SyscallHandler, SyscallObserver, SyscallTracer
-from arvis.lifecycle.witnessing import Witness, WitnessFeed
 from arvis.store.audit import PgPlanStore
 from arvis.store.checkpoints import PgCheckpoints
 from arvis.store.database import PgStore, resolve_database
@@ -74,6 +74,7 @@ from arvis.tools.base import Tool
 from arvis.tools.dispatcher import ToolDispatcher
 from arvis.tools.layers import DispatchDecorator
 from arvis.tools.plans import StaticToolPlanSource
+from arvis.webhooks.deliverer import NotificationDeliverer
 
 if TYPE_CHECKING:
     from arvis.telemetry.tracing import Tracing
@@ -177,7 +178,7 @@ def compose_lifecycle(
     return Lifecycle(
         plans=plans,
         handler=handler,
-        manager=ToolManager(lifecycle_store, clock, allow_self_approval=allow_self_approval),
+        manager=ConsentService(lifecycle_store, clock, allow_self_approval=allow_self_approval),
         replay=ReplayService(lifecycle_store, evidence),
         evidence=evidence,
         policy=policy,

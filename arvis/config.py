@@ -122,7 +122,7 @@ class FileConfig(BaseModel):
     reconcile: dict[str, Any] = Field(default_factory=dict)
     telemetry: dict[str, Any] = Field(default_factory=dict)
     budgets: list[dict[str, Any]] = Field(default_factory=list)
-    """``[[budgets]]``: arvis.lifecycle.budgets validates each entry."""
+    """``[[budgets]]``: arvis.lifecycle.policy.budgets validates each entry."""
 
 
 def load_settings() -> Settings:

@@ -18,17 +18,17 @@ from arvis.config import FileConfig, Settings, load_file_config, load_object
 from arvis.domain.errors import ArvisError, ConfigurationError
 from arvis.domain.sections import parse_section
 from arvis.evidence.setup import load_evidence
-from arvis.lifecycle.budgets import parse_budgets_config
-from arvis.lifecycle.engines import build_policy
-from arvis.lifecycle.notify import load_notifications
-from arvis.lifecycle.policy import parse_confirmations_config, parse_policy_config
+from arvis.lifecycle.consent.notify import load_notifications
+from arvis.lifecycle.consent.reconcile import parse_reconcile_config
+from arvis.lifecycle.policy.budgets import parse_budgets_config
+from arvis.lifecycle.policy.engines import build_policy
+from arvis.lifecycle.policy.policy import parse_confirmations_config, parse_policy_config
 from arvis.lifecycle.ports import AuditSink
-from arvis.lifecycle.resolution import parse_reconcile_config
-from arvis.mcp.pool import McpUpstreams
 from arvis.store.audit import AuditHost
 from arvis.telemetry import telemetry_settings
 from arvis.tools.base import Tool
 from arvis.tools.dispatcher import ToolDispatcher
+from arvis.tools.mcp.pool import McpUpstreams
 from arvis.tools.plans import StaticToolPlanSource, ToolPlan
 from arvis.tools.registry import ToolHost, build_tool_set, parse_tools_config
 
@@ -101,7 +101,8 @@ async def load_tools(
     config = parse_tools_config(file_config.tools)
     inject = None if tracing is None else tracing.inject
     policy = parse_policy_config(file_config.policy)
-    upstreams = await McpUpstreams.open(config.mcp, os.environ, inject=inject, policy=policy)
+    scopes = [rules.egress_hosts for rules in (policy.default, *policy.tenants.values())]
+    upstreams = await McpUpstreams.open(config.mcp, os.environ, inject=inject, egress_scopes=scopes)
     try:
         host = ToolHost(
             sandbox_dir=settings.sandbox_dir,

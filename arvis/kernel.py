@@ -19,28 +19,29 @@ import httpx
 from arvis.config import FileConfig, Settings
 from arvis.domain.ids import InstanceId
 from arvis.evidence.export import BundleExporter
-from arvis.lifecycle.budget_report import BudgetReports
-from arvis.lifecycle.checkpoints import Checkpointer
-from arvis.lifecycle.evidence import EvidenceService
+from arvis.lifecycle.consent.reconcile import Reconciler
+from arvis.lifecycle.consent.resolution import ResolutionService
+from arvis.lifecycle.consent.service import ConsentService
+from arvis.lifecycle.evidence.checkpoints import Checkpointer
+from arvis.lifecycle.evidence.verify import EvidenceService
+from arvis.lifecycle.evidence.witnessing import WitnessFeed
 from arvis.lifecycle.lease import InstanceLease
-from arvis.lifecycle.manager import ToolManager
-from arvis.lifecycle.notify import NotificationDeliverer
-from arvis.lifecycle.policy import ToolPolicy
+from arvis.lifecycle.policy.budget_report import BudgetReports
+from arvis.lifecycle.policy.policy import ToolPolicy
 from arvis.lifecycle.recovery import RecoveryRuntime, RecoverySweeper
 from arvis.lifecycle.replay import ReplayService
-from arvis.lifecycle.resolution import Reconciler, ResolutionService
 from arvis.lifecycle.syscalls import SyscallHandler
-from arvis.lifecycle.witnessing import WitnessFeed
 from arvis.store.database import PgStore
 from arvis.store.keys import PgKeyStore
 from arvis.store.outbox import PgOutbox
 from arvis.store.sessions import PgSessionStore
 from arvis.store.stats import PgStats
 from arvis.tools.plans import StaticToolPlanSource
+from arvis.webhooks.deliverer import NotificationDeliverer
 
 if TYPE_CHECKING:
-    from arvis.mcp.pool import McpUpstreams
     from arvis.telemetry.tracing import Tracing
+    from arvis.tools.mcp.pool import McpUpstreams
 
 
 @dataclass
@@ -49,7 +50,7 @@ class Lifecycle:
 
     plans: StaticToolPlanSource
     handler: SyscallHandler
-    manager: ToolManager
+    manager: ConsentService
     replay: ReplayService
     evidence: EvidenceService
     """The one verification of a run: the API's verify, ``arvis verify``, the console's

@@ -20,8 +20,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from arvis.evidence.keys import SigningKey
 from arvis.evidence.witness import FileWitness
-from arvis.lifecycle.checkpoints import Checkpointer, CheckpointPolicy
 from arvis.lifecycle.clock import SystemClock
+from arvis.lifecycle.evidence.checkpoints import Checkpointer, CheckpointPolicy
 from arvis.store.checkpoints import PgCheckpoints
 from bench.kernel import Kernel, open_kernel
 from bench.stats import percentile, ratio, summary_ms

@@ -18,8 +18,8 @@ from typing import Any
 
 import psycopg
 
-from arvis.domain.artifacts import GENESIS_HASH
 from arvis.domain.ids import PlanId, RunId, TenantId
+from arvis.domain.intent import GENESIS_HASH
 from arvis.domain.journal import ExecutionArtifact, Receipt, artifact_text
 from arvis.lifecycle.journal import chain_hash, recorded_text
 from arvis.store.engine import libpq_url

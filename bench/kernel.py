@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from arvis.bootstrap import Lifecycle, compose_lifecycle
 from arvis.domain.identity import Identity
 from arvis.domain.ids import PrincipalId, TenantId
-from arvis.lifecycle.budgets import Budgets
-from arvis.lifecycle.policy import ToolPolicy
+from arvis.lifecycle.evidence.witnessing import Witness
+from arvis.lifecycle.policy.budgets import Budgets
+from arvis.lifecycle.policy.policy import ToolPolicy
 from arvis.lifecycle.recovery import RecoveryRuntime
-from arvis.lifecycle.results import Syscall
-from arvis.lifecycle.witnessing import Witness
+from arvis.lifecycle.request import Syscall
 from arvis.store.database import PgStore
 from arvis.tools.builtins import builtin_tools
 

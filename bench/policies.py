@@ -17,10 +17,10 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
-from arvis.lifecycle.budgets import Budgets, parse_budgets_config
-from arvis.lifecycle.cedar import CedarPolicy
-from arvis.lifecycle.policy import PolicyConfig, RulePolicy
-from arvis.lifecycle.shadow import ShadowPolicy
+from arvis.lifecycle.policy.budgets import Budgets, parse_budgets_config
+from arvis.lifecycle.policy.cedar import CedarPolicy
+from arvis.lifecycle.policy.policy import PolicyConfig, RulePolicy
+from arvis.lifecycle.policy.shadow import ShadowPolicy
 from arvis.tools.builtins import builtin_tools
 from bench.httpbench import vacuuming
 from bench.kernel import Kernel, open_kernel

@@ -38,11 +38,11 @@ from arvis.domain.ids import RunId, TenantId
 from arvis.evidence.keys import SigningKey
 from arvis.evidence.witness import FileWitness
 from arvis.lifecycle import journal
-from arvis.lifecycle.checkpoints import Checkpointer, CheckpointPolicy
 from arvis.lifecycle.clock import SystemClock
-from arvis.lifecycle.evidence import EvidenceService
+from arvis.lifecycle.evidence.checkpoints import Checkpointer, CheckpointPolicy
+from arvis.lifecycle.evidence.verify import EvidenceService
 from arvis.lifecycle.ports import JournalEntry, LifecycleReads, RunRecord
-from arvis.lifecycle.results import Syscall
+from arvis.lifecycle.request import Syscall
 from arvis.store.checkpoints import PgCheckpoints
 from bench.kernel import IDENTITY, TENANT, BenchFailure, Kernel, open_kernel
 from bench.roundtrips import WireTrace

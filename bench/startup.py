@@ -33,7 +33,7 @@ from bench.stats import summary_ms
 
 ARVIS = Path(sys.executable).with_name("arvis")
 
-SERVER_IMPORTS = "import arvis.cli.app, arvis.cli.serveturn, arvis.api.app, uvicorn"
+SERVER_IMPORTS = "import arvis.cli.app, arvis.cli.serveturn, arvis.serving.app, uvicorn"
 _IMPORT_LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)$")
 
 
@@ -200,7 +200,7 @@ async def _time_phases() -> dict[str, float]:
     marks.append(("cli_imports_s", clock()))
     import uvicorn  # noqa: F401
 
-    import arvis.api.app  # noqa: F401
+    import arvis.serving.app  # noqa: F401
     from arvis.bootstrap import build_kernel
     from arvis.cli import serveturn
     from arvis.config import load_settings

@@ -1,1 +1,1 @@
-"""HTTP adapter: the FastAPI app, routes, identity and problem responses."""
+"""HTTP adapter: the v1 routes and their request and response schemas."""

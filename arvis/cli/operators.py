@@ -12,7 +12,7 @@ from arvis.cli.output import emit_json, table
 from arvis.domain.ids import RunId
 from arvis.domain.journal import ResolutionArtifact
 from arvis.kernel import Kernel
-from arvis.lifecycle.resolution import RESOLVED_AS
+from arvis.lifecycle.consent.resolution import RESOLVED_AS
 
 API_KEY_VARIABLE = "ARVIS_API_KEY"
 notify_app = typer.Typer(help="The notification outbox.", no_args_is_help=True)

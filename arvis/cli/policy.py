@@ -23,11 +23,11 @@ from arvis.domain.errors import ArvisError
 from arvis.domain.ids import CausalId, InstanceId, PlanId, PrincipalId, RunId, TenantId
 from arvis.domain.payload import freeze_payload
 from arvis.lifecycle.authorization import ToolAuthorizationService
-from arvis.lifecycle.budgets import AmountProblem, Budgets, parse_budgets_config
 from arvis.lifecycle.clock import SystemClock
-from arvis.lifecycle.engines import build_policy
-from arvis.lifecycle.policy import ToolPolicy, parse_policy_config
-from arvis.lifecycle.shadow import ShadowPolicy
+from arvis.lifecycle.policy.budgets import AmountProblem, Budgets, parse_budgets_config
+from arvis.lifecycle.policy.engines import build_policy
+from arvis.lifecycle.policy.policy import ToolPolicy, parse_policy_config
+from arvis.lifecycle.policy.shadow import ShadowPolicy
 from arvis.tools.errors import CanonicalFormRefused
 from arvis.tools.plans import ToolPlan
 
@@ -49,7 +49,7 @@ def _deployment(settings: Settings) -> tuple[ToolPlan, ToolPolicy, Budgets]:
 @policy_app.command("schema")
 def schema() -> None:
     """Print the Cedar schema policies are validated against (for the declared plan)."""
-    from arvis.lifecycle.cedar import payload_type, render_schema
+    from arvis.lifecycle.policy.cedar import payload_type, render_schema
 
     settings = settings_or_exit()
     try:
@@ -62,7 +62,7 @@ def schema() -> None:
 @policy_app.command("validate")
 def validate(json_out: JsonFlag = False) -> None:
     """Parse and validate the policy files as start-up does; exit 1 naming file and line."""
-    from arvis.lifecycle.cedar import CedarPolicy
+    from arvis.lifecycle.policy.cedar import CedarPolicy
 
     _, policy, budgets = _deployment(settings_or_exit())
     cedar = policy.shadow if isinstance(policy, ShadowPolicy) else policy

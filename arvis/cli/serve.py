@@ -115,7 +115,7 @@ def _key_export(role: str, keys_file: Path) -> str:
 def _serve(
     settings: Settings, target: DatabaseTarget, *, host: str, port: int, workers: int
 ) -> None:
-    from arvis.api import server
+    from arvis.serving import server
 
     # Workers are separate processes: they reach the (possibly embedded) database
     # through the URL this parent resolved, and never start their own server.

@@ -31,14 +31,14 @@ import typer
 
 from arvis.cli.common import fail, settings_or_exit, with_kernel
 from arvis.cli.instance import Ending, StopRequest, exit_with, wind_down
-from arvis.lifecycle.results import ID_PATTERN
+from arvis.domain.ids import ID_PATTERN
 
 if TYPE_CHECKING:
     import uvicorn
 
-    from arvis.api.metrics import ApiMetrics
     from arvis.kernel import Kernel
     from arvis.lifecycle.syscalls import SyscallObserver
+    from arvis.web.metrics import ApiMetrics
 
 # After the drain, what is left on the sockets are idle keep-alive connections.
 _CLOSE_CONNECTIONS_S = 1
@@ -58,10 +58,9 @@ def serve_turn(
     if not re.fullmatch(ID_PATTERN, run):
         fail(f"run id {run!r} must match {ID_PATTERN}", 2)
     settings = settings_or_exit().model_copy(update={"turn_run_id": run})
-    from arvis.api.logs import configure_json_logging
+    from arvis.web.logs import configure_json_logging
 
     configure_json_logging(settings.log_level)
-    from arvis.api.metrics import ApiMetrics
 
     metrics = ApiMetrics()
     ending = with_kernel(
@@ -118,8 +117,8 @@ def _server(
 ) -> uvicorn.Server:
     import uvicorn
 
-    from arvis.api.app import create_app
-    from arvis.api.server import ConnectionLimits, ServerConfig
+    from arvis.serving.app import create_app
+    from arvis.serving.server import ConnectionLimits, ServerConfig
 
     async def provide(*, observer: SyscallObserver) -> Kernel:
         return kernel  # built with the observer of ``metrics`` (see serve_turn)
@@ -147,7 +146,7 @@ def _server(
             if self.started:
                 on_listening()
 
-    # The connection limits of `arvis serve` (arvis.api.server), on this one process.
+    # The connection limits of `arvis serve` (arvis.serving.server), on this one process.
     config = ServerConfig(
         app,
         limits=ConnectionLimits.from_settings(settings),

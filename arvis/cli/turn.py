@@ -21,7 +21,8 @@ from arvis.domain.definitions import ToolDefinition
 from arvis.domain.identity import Identity
 from arvis.domain.ids import PrincipalId, TenantId
 from arvis.kernel import Kernel, Lifecycle
-from arvis.lifecycle.results import Syscall, SyscallResult
+from arvis.lifecycle.request import Syscall
+from arvis.lifecycle.results import SyscallResult
 from arvis.providers.base import ModelProvider, ModelRequest, ModelTurn, Progress, TextDelta
 from arvis.providers.turn import run_turn
 

@@ -6,9 +6,9 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from arvis.api.identity import ForbiddenRole, KernelDep
 from arvis.console.sessions import ConsoleUser, check_csrf, current_user
 from arvis.console.web import SignInRequired, read_form
+from arvis.web.identity import ForbiddenRole, KernelDep
 
 
 async def signed_in(request: Request, kernel: KernelDep) -> ConsoleUser:

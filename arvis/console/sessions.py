@@ -1,7 +1,7 @@
 """Console sessions: an API key exchanged once for a session cookie.
 
 The browser never holds the key. Signing in checks the key exactly as the API
-does (:func:`arvis.api.identity.authenticate`) and stores a session of it; the
+does (:func:`arvis.web.identity.authenticate`) and stores a session of it; the
 cookie carries a random token, of which only the SHA-256 is stored. Every request
 looks the session up with its key, so revoking the key ends the session at once,
 and the identity is the key's as it is now (roles, groups).
@@ -23,10 +23,10 @@ from datetime import datetime
 
 from fastapi import Request, Response
 
-from arvis.api.identity import ForbiddenRole, authenticate
 from arvis.domain.errors import ArvisError
 from arvis.domain.identity import Identity
 from arvis.kernel import Kernel
+from arvis.web.identity import ForbiddenRole, authenticate
 
 SESSION_COOKIE = "arvis_console"
 SIGN_IN_COOKIE = "arvis_console_signin"
@@ -74,7 +74,7 @@ def is_https(request: Request) -> bool:
 async def sign_in(kernel: Kernel, request: Request, response: Response, api_key: str) -> None:
     """Exchange an API key for a session cookie on ``response``; the key is not kept.
 
-    Every failure is :class:`~arvis.api.identity.Unauthenticated`, as on the API.
+    Every failure is :class:`~arvis.web.identity.Unauthenticated`, as on the API.
     """
     identity = await authenticate(kernel, api_key.strip())
     if not any(role in identity.roles for role in ("approver", "auditor", "admin")):

@@ -28,8 +28,8 @@ from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from arvis.api.problems import STATUS_BY_CODE, TITLES
 from arvis.domain.errors import ArvisError
+from arvis.web.problems import STATUS_BY_CODE, TITLES
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +172,7 @@ class ConsoleHeaders:
 
     The console's routes set them too; this holds for what no console route answers
     (the API's 405, a body guard's 413, a deadline's 503). Installed outermost
-    (``arvis.api.app``), so no layer answers around it.
+    (``arvis.serving.app``), so no layer answers around it.
     """
 
     def __init__(self, app: ASGIApp) -> None:

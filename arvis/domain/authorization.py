@@ -171,6 +171,3 @@ class Denied(BaseModel):
 
     kind: Literal["denied"] = "denied"
     denial: DenialSnapshot
-
-
-ToolAuthorizationOutcome = Authorized | Denied

@@ -36,7 +36,7 @@ from arvis.domain.definitions import ToolDefinition
 from arvis.domain.errors import ArvisError
 from arvis.domain.ids import PlanId, RunId, TenantId
 from arvis.evidence.keys import PublicKey, SigningKeyError
-from arvis.lifecycle.crosscheck import ChainFacts, cross_check
+from arvis.lifecycle.evidence.crosscheck import ChainFacts, cross_check
 from arvis.lifecycle.journal import VERIFY_PAGE, recorded_text, walk
 from arvis.lifecycle.ports import ChainRow, LifecycleReads, RunRecord
 from arvis.tools.plans import derive_plan_id

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from arvis.domain.ids import RunId, TenantId
 from arvis.evidence.bundle import build_bundle
 from arvis.evidence.keys import PublicKey
-from arvis.lifecycle.checkpoints import Checkpointer
 from arvis.lifecycle.errors import NotFound
+from arvis.lifecycle.evidence.checkpoints import Checkpointer
 from arvis.lifecycle.ports import LifecycleStore
 from arvis.tools.plans import PlanStore
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from arvis.domain.sections import parse_section
 from arvis.evidence.keys import PublicKey, SigningKey
 from arvis.evidence.witness import Witness, load_witness, parse_witness_config
-from arvis.lifecycle.checkpoints import CheckpointPolicy
+from arvis.lifecycle.evidence.checkpoints import CheckpointPolicy
 
 
 class CheckpointsConfig(BaseModel):

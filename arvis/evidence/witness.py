@@ -3,7 +3,7 @@
 A witness is written before the admission statement commits (the intent's record),
 after the admission statement answered that it did not admit an intent it was told
 of (an ``intent_void`` record), after each journal statement committed (the entry's
-position and hash, batched by :class:`arvis.lifecycle.witnessing.WitnessFeed`) and
+position and hash, batched by :class:`arvis.lifecycle.evidence.witnessing.WitnessFeed`) and
 after each checkpoint is stored. An intent the witness cannot take fails the
 admission closed (``503 audit_unavailable``: no tool body runs); an entry it cannot
 take is retried in the background (the effect already happened, docs/journal-format.md).
@@ -31,10 +31,10 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
-from arvis.domain.artifacts import AuditReceipt, Intent
 from arvis.domain.canonical import canonical_bytes
 from arvis.domain.checkpoints import Checkpoint
 from arvis.domain.errors import ConfigurationError
+from arvis.domain.intent import AuditReceipt, Intent
 from arvis.domain.sections import parse_section
 from arvis.lifecycle.journal import recorded_text
 from arvis.lifecycle.ports import JournalEntry

@@ -27,7 +27,6 @@ import dataclasses
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from arvis.domain.artifacts import AuditReceipt, Intent
 from arvis.domain.authorization import DenialReason, PolicyRecord
 from arvis.domain.clock import Clock
 from arvis.domain.errors import SerializationConflict
@@ -40,6 +39,7 @@ from arvis.domain.ids import (
     IntentId,
     RunId,
 )
+from arvis.domain.intent import AuditReceipt, Intent
 from arvis.domain.payload import FrozenEffectPayload
 from arvis.domain.states import ConfirmationState
 from arvis.lifecycle.authorization import (
@@ -58,8 +58,7 @@ from arvis.lifecycle.authorization import (
 )
 from arvis.lifecycle.effects import not_dispatched
 from arvis.lifecycle.errors import AttemptInFlight, InvalidReceipt, RunOfAnotherPrincipal
-from arvis.lifecycle.evidence import EvidenceService
-from arvis.lifecycle.outbox import IntentOutboxService
+from arvis.lifecycle.evidence.verify import EvidenceService
 from arvis.lifecycle.ports import (
     NEW_DECISION,
     Admission,
@@ -69,8 +68,10 @@ from arvis.lifecycle.ports import (
     DecisionHistory,
     LifecycleStore,
 )
+from arvis.lifecycle.receipts import IntentOutboxService
 from arvis.lifecycle.refusals import answer_deduplicated, refusal_append
-from arvis.lifecycle.results import ConfirmationRef, Syscall, SyscallResult, result_from_entry
+from arvis.lifecycle.request import Syscall
+from arvis.lifecycle.results import ConfirmationRef, SyscallResult, result_from_entry
 from arvis.tools.outcome import DispatchOutcome
 from arvis.tools.plans import PlanLease, ToolPlanSource, lease_plan
 

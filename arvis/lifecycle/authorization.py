@@ -36,8 +36,8 @@ from arvis.domain.ids import CausalId, IdempotencyKey, InstanceId, PlanId, RunId
 from arvis.domain.payload import FrozenEffectPayload
 from arvis.domain.schemas import PayloadValidator
 from arvis.domain.states import ConfirmationState
-from arvis.lifecycle.budgets import AmountProblem, BudgetCharge, Budgets
-from arvis.lifecycle.policy import ToolPolicy
+from arvis.lifecycle.policy.budgets import AmountProblem, BudgetCharge, Budgets
+from arvis.lifecycle.policy.policy import ToolPolicy
 from arvis.lifecycle.ports import ConfirmationRecord, DecisionHistory
 from arvis.tools.errors import CanonicalFormRefused
 from arvis.tools.plans import ToolPlan

@@ -14,9 +14,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from arvis.domain.artifacts import Intent
 from arvis.domain.definitions import ToolDefinition
 from arvis.domain.ids import CallId, IdempotencyKey, TenantId
+from arvis.domain.intent import Intent
 from arvis.tools.base import ToolInvocation
 from arvis.tools.errors import DispatchFailure
 from arvis.tools.layers import Dispatcher

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from arvis.domain.artifacts import GENESIS_HASH, as_utc
 from arvis.domain.ids import RunId, TenantId
+from arvis.domain.intent import GENESIS_HASH, as_utc
 from arvis.lifecycle.ports import ChainRow, JournalEntry, LifecycleReads
 
 VERIFY_PAGE = 5000

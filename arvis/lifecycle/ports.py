@@ -20,7 +20,6 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any, Literal, Protocol
 
-from arvis.domain.artifacts import AuditReceipt, Intent
 from arvis.domain.authorization import PolicyRecord
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.checkpoints import Checkpoint
@@ -33,6 +32,7 @@ from arvis.domain.ids import (
     RunId,
     TenantId,
 )
+from arvis.domain.intent import AuditReceipt, Intent
 from arvis.domain.journal import (
     ConsentArtifact,
     Decider,
@@ -41,7 +41,7 @@ from arvis.domain.journal import (
     read_artifact,
 )
 from arvis.domain.states import ConfirmationState
-from arvis.lifecycle.budgets import BudgetCharge
+from arvis.lifecycle.policy.budgets import BudgetCharge
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ from arvis.domain.errors import StoreError
 from arvis.domain.ids import IdempotencyKey, TenantId
 from arvis.domain.journal import Capability, Problem, Receipt, RecoveryArtifact
 from arvis.domain.states import ConfirmationState, settled_confirmation
+from arvis.lifecycle.consent.reconcile import Reconciler
 from arvis.lifecycle.lease import InstanceLease
 from arvis.lifecycle.ports import (
     ConfirmationChange,
@@ -44,7 +45,6 @@ from arvis.lifecycle.ports import (
     JournalAppend,
     LifecycleStore,
 )
-from arvis.lifecycle.resolution import Reconciler
 
 log = logging.getLogger(__name__)
 

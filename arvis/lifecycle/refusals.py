@@ -9,7 +9,7 @@ from arvis.domain.ids import IntentId
 from arvis.domain.journal import RefusalArtifact
 from arvis.lifecycle.authorization import AdmissionRequest, Refuse
 from arvis.lifecycle.errors import ChainBroken
-from arvis.lifecycle.evidence import EvidenceService
+from arvis.lifecycle.evidence.verify import EvidenceService
 from arvis.lifecycle.journal import recomputes
 from arvis.lifecycle.ports import (
     Binding,

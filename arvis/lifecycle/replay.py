@@ -4,7 +4,7 @@ Replay verifies what it reads (DESIGN §4, §10 "What is served is verified"): t
 run's whole chain in the same pass that collects the answer, each entry against the
 intent it settles, the signed checkpoints with the deployment's key, the witness when
 one can be read, and the run's flag — the one verification of
-:class:`arvis.lifecycle.evidence.EvidenceService`, which ``verify`` answers too. A run
+:class:`arvis.lifecycle.evidence.verify.EvidenceService`, which ``verify`` answers too. A run
 that does not verify is refused with :class:`ChainBroken`, naming the position, never
 handed to a resumed agent. Answers are paged by causal id so a long run never becomes
 one unbounded answer.
@@ -19,7 +19,7 @@ from arvis.domain.identity import Identity
 from arvis.domain.ids import RunId, TenantId
 from arvis.lifecycle.clock import SystemClock
 from arvis.lifecycle.errors import ChainBroken, NotFound, RunOfAnotherPrincipal
-from arvis.lifecycle.evidence import EvidenceService
+from arvis.lifecycle.evidence.verify import EvidenceService
 from arvis.lifecycle.ports import ChainRow, JournalEntry, LifecycleStore, RunSummary
 from arvis.lifecycle.results import SyscallResult, result_from_entry
 

@@ -32,7 +32,13 @@ from typing import Any, Protocol, TypeVar
 from arvis.domain.clock import Clock
 from arvis.domain.errors import ArvisError
 from arvis.domain.identity import Identity
-from arvis.domain.ids import CapabilityId, ConfirmationId, InstanceId, IntentId
+from arvis.domain.ids import (
+    CapabilityId,
+    ConfirmationId,
+    InstanceId,
+    IntentId,
+    reserved_for_another,
+)
 from arvis.domain.payload import freeze_payload
 from arvis.lifecycle.admission import AdmissionService, Admitted, Ids
 from arvis.lifecycle.effects import EffectDispatcher, not_dispatched
@@ -43,7 +49,8 @@ from arvis.lifecycle.errors import (
     ShuttingDown,
 )
 from arvis.lifecycle.lease import InstanceLease
-from arvis.lifecycle.results import Syscall, SyscallResult, reserved_for_another
+from arvis.lifecycle.request import Syscall
+from arvis.lifecycle.results import SyscallResult
 from arvis.lifecycle.retry import retry_transaction
 from arvis.lifecycle.settlement import Settlement
 
@@ -61,7 +68,7 @@ _CANCELLED_BEFORE_DISPATCH = not_dispatched(
 
 class SyscallObserver(Protocol):
     """What every syscall is counted by, whichever entry point it came through (the
-    served app's metrics, ``arvis.api.metrics``). No method may block; one that raises
+    served app's metrics, ``arvis.web.metrics``). No method may block; one that raises
     is logged, never fails the syscall."""
 
     def observe_phase(self, phase: str, seconds: float) -> None:

@@ -18,7 +18,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from arvis.domain.boundary import EffectBoundary
 from arvis.lifecycle.results import SyscallResult
-from arvis.mcp import meta as keys
+from arvis.tools.mcp import keys
 
 _AUDIT_INCOMPLETE = "The run is flagged audit-incomplete: this result is not journaled yet."
 _NEXT_STEP = {

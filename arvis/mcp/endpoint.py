@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 
 from starlette.types import Receive, Scope, Send
 
-from arvis.api.identity import Unauthenticated, authenticate, scope_log_fields
-from arvis.api.problems import error_response, problem
+from arvis.web.identity import Unauthenticated, authenticate, scope_log_fields
+from arvis.web.problems import error_response, problem
 
 if TYPE_CHECKING:
     from arvis.kernel import Kernel

@@ -1,4 +1,5 @@
-"""The ``arvis.dev/*`` keys of ``_meta``, the ids of a call, and the request state.
+"""The ids of a call and the request state, over the ``_meta`` keys of
+:mod:`arvis.tools.mcp.keys`.
 
 **Ids.** A ``tools/call`` is one ``tool.execute`` of a run, under a causal id.
 Both come from the request's ``_meta`` (``arvis.dev/run_id``,
@@ -41,32 +42,16 @@ from typing import Any
 
 from arvis.domain.definitions import ToolDefinition
 from arvis.domain.identity import Identity
+from arvis.domain.ids import ID_PATTERN, principal_run_id
 from arvis.domain.payload import FrozenEffectPayload
-from arvis.lifecycle.results import ID_PATTERN, principal_run_id
-
-PREFIX = "arvis.dev/"
-RUN_ID = PREFIX + "run_id"
-CAUSAL_ID = PREFIX + "causal_id"
-OUTCOME = PREFIX + "outcome"
-BOUNDARY = PREFIX + "boundary"
-IDEMPOTENCY_KEY = PREFIX + "idempotency_key"
-JOURNAL_POSITION = PREFIX + "journal_position"
-ATTEMPT = PREFIX + "attempt"
-REASON = PREFIX + "reason"
-CONFIRMATION_ID = PREFIX + "confirmation_id"
-AUDIT_INCOMPLETE = PREFIX + "audit_incomplete"
-PROBLEM = PREFIX + "problem"
-RESOLUTION = PREFIX + "resolution"
-"""An uncertain attempt someone resolved: ``{boundary, position, resolved_by}``."""
-CALL_ID = PREFIX + "call_id"
-APPROVAL = PREFIX + "approval"
-"""The key of the approval in an ``input_required`` answer's ``inputRequests``."""
-TRACEPARENT = "traceparent"
-TRACESTATE = "tracestate"
-"""W3C Trace Context keys of ``_meta``, unprefixed as MCP has them."""
-
-RUN_ID_HEADER = "arvis-run-id"
-CAUSAL_ID_HEADER = "arvis-causal-id"
+from arvis.tools.mcp.keys import (
+    CAUSAL_ID,
+    CAUSAL_ID_HEADER,
+    RUN_ID,
+    RUN_ID_HEADER,
+    TRACEPARENT,
+    TRACESTATE,
+)
 
 _ID = re.compile(ID_PATTERN)
 _STATE_PREFIX = "arvis1."

@@ -28,8 +28,6 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from arvis import __version__
-from arvis.api.identity import scope_log_fields
-from arvis.api.problems import problem
 from arvis.domain.authorization import DenialReason
 from arvis.domain.decisions import ActionDecision
 from arvis.domain.definitions import ReplaySafety, ToolDefinition
@@ -39,8 +37,8 @@ from arvis.domain.identity import Identity
 from arvis.domain.ids import CausalId, RunId
 from arvis.domain.payload import FrozenEffectPayload, freeze_payload
 from arvis.kernel import Kernel
-from arvis.lifecycle.results import Syscall, SyscallResult
-from arvis.mcp import meta as keys
+from arvis.lifecycle.request import Syscall
+from arvis.lifecycle.results import SyscallResult
 from arvis.mcp.answers import (
     answer_meta,
     call_result,
@@ -57,6 +55,9 @@ from arvis.mcp.meta import (
     explicit_ids,
     trace_context,
 )
+from arvis.tools.mcp import keys
+from arvis.web.identity import scope_log_fields
+from arvis.web.problems import problem
 
 _IDENTITY = "arvis_mcp_identity"
 INSTRUCTIONS = (

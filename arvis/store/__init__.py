@@ -1,1 +1,2 @@
-"""PostgreSQL adapter: tables, repositories, the unit of work, embedded PostgreSQL."""
+"""PostgreSQL adapter: tables, one operation per lifecycle step, the server-side
+functions they call, embedded PostgreSQL."""

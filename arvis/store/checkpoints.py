@@ -27,7 +27,7 @@ _FLAG = text(
 
 
 class PgCheckpoints:
-    """Implements ``CheckpointStore`` of :mod:`arvis.lifecycle.checkpoints` (the reads of
+    """Implements ``CheckpointStore`` of :mod:`arvis.lifecycle.evidence.checkpoints` (the reads of
     checkpoints are the lifecycle store's, in a verify's snapshot)."""
 
     def __init__(self, engine: AsyncEngine) -> None:

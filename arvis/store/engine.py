@@ -36,7 +36,7 @@ def create_sync_engine(url: str) -> Engine:
 
 def create_async_store_engine(url: str, *, pool_size: int = 5) -> AsyncEngine:
     # No pre-ping: a dead connection surfaces as a connection-class error that
-    # the unit of work retries, which costs nothing on the happy path.
+    # the store operation retries, which costs nothing on the happy path.
     return create_async_engine(
         driver_url(url),
         pool_size=pool_size,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 from alembic import command
@@ -13,7 +14,17 @@ from sqlalchemy import Connection, text
 from arvis.store.engine import create_sync_engine, driver_url
 from arvis.store.errors import SchemaNotReady
 
-MIGRATIONS_DIR = Path(__file__).resolve().parents[1] / "migrations"
+
+def _migrations_dir() -> Path:
+    """Where ``arvis.migrations`` is: inside the installed package, or the top-level
+    ``migrations/`` folder of a source checkout (an editable install maps it)."""
+    spec = importlib.util.find_spec("arvis.migrations")
+    if spec is not None and spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations)))
+    return Path(__file__).resolve().parents[2] / "migrations"
+
+
+MIGRATIONS_DIR = _migrations_dir()
 
 
 def alembic_config(url: str) -> Config:

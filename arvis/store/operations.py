@@ -25,7 +25,7 @@ from arvis.domain.boundary import EffectBoundary
 from arvis.domain.errors import IntegrityConflict, StoreUnavailable
 from arvis.domain.ids import IdempotencyKey, RunId, TenantId
 from arvis.domain.journal import artifact_text
-from arvis.lifecycle.budgets import charges_text
+from arvis.lifecycle.policy.budgets import charges_text
 from arvis.lifecycle.ports import (
     Admission,
     AdmitAnswer,

@@ -1,7 +1,7 @@
 """The notification outbox on PostgreSQL (``notify_outbox``, revision 0006).
 
 Rows are written by triggers with the facts they report; this adapter only claims
-and settles them for :class:`arvis.lifecycle.notify.NotificationDeliverer`. A claim
+and settles them for :class:`arvis.lifecycle.consent.notify.NotificationDeliverer`. A claim
 moves the rows' next attempt past the time their delivery may take, in one short
 statement (``FOR UPDATE SKIP LOCKED``: concurrent deliverers take different rows),
 so no transaction is open while a webhook is posted. Its statements are administration
@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from arvis.lifecycle.notify import OutboxEvent
+from arvis.lifecycle.consent.notify import OutboxEvent
 from arvis.store.admin import transaction
 
 CLAIM_SQL = text(

@@ -31,7 +31,8 @@ from arvis.domain.boundary import EffectBoundary
 from arvis.domain.canonical import canonical_bytes
 from arvis.domain.errors import ArvisError
 from arvis.domain.identity import Identity
-from arvis.lifecycle.results import Syscall, SyscallResult
+from arvis.lifecycle.request import Syscall
+from arvis.lifecycle.results import SyscallResult
 from arvis.telemetry import carriers, propagation
 from arvis.telemetry.config import DEFAULT_SERVICE_NAME, TelemetrySettings
 from arvis.tools.limits import FAILURE_CODE

@@ -7,7 +7,7 @@ builtins = true                          # echo, files.* as fallbacks
 ```
 
 ``[[tools.http]]`` entries are remote HTTP tools (:mod:`arvis.tools.http`);
-``[[tools.mcp]]`` entries are upstream MCP servers (:mod:`arvis.tools.mcpconfig`),
+``[[tools.mcp]]`` entries are upstream MCP servers (:mod:`arvis.tools.mcp.config`),
 whose tools need a live session to be listed: the composition root opens them
 first (``arvis.deployment.load_tools``) and hands their tools in through
 :attr:`ToolHost.mcp_tools`.
@@ -32,7 +32,7 @@ from arvis.domain.sections import parse_section
 from arvis.tools.base import Tool
 from arvis.tools.builtins import builtin_tools
 from arvis.tools.http import HttpToolConfig, http_tool
-from arvis.tools.mcpconfig import McpServerConfig
+from arvis.tools.mcp.config import McpServerConfig
 
 FACTORY_SPEC = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_.]*$"
 

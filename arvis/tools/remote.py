@@ -1,7 +1,7 @@
 """What the two remote tool kinds share: header rules and the "not started" rule.
 
 An HTTP tool (:mod:`arvis.tools.http`) and an upstream MCP server
-(:mod:`arvis.tools.mcpconfig`, :mod:`arvis.mcp.tools`) both send a request to a
+(:mod:`arvis.tools.mcp.config`, :mod:`arvis.tools.mcp.tools`) both send a request to a
 host ARVIS does not control. Both configure headers the same way and classify
 the end of a call by one rule, so neither can drift from the other.
 

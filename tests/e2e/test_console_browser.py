@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from arvis.api.app import create_app
 from arvis.bootstrap import build_kernel
+from arvis.serving.app import create_app
 from tests.support.http import app_settings, mint_keys
 from tests.support.lifecycle import crash_during_dispatch, make_harness
 from tests.support.server import running

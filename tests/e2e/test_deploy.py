@@ -92,7 +92,10 @@ def test_the_build_context_lets_in_exactly_what_the_image_copies() -> None:
             parts = [p for p in copy.arguments.split() if not p.startswith("--")]
             if not copy.arguments.startswith("--from="):
                 copied.update(parts[:-1])
-    assert copied == {"pyproject.toml", "README.md", "arvis", "deploy/create-keys.sh"}
+    assert copied == {
+        *{"pyproject.toml", "setup.py", "README.md", "arvis", "migrations"},
+        "deploy/create-keys.sh",
+    }
     assert copied <= let_in
     for path in copied:
         assert (CHECKOUT / path).exists(), path

@@ -23,9 +23,9 @@ from typing import Any
 import httpx
 import pytest
 
-from arvis.api.app import create_app
 from arvis.bootstrap import build_kernel
 from arvis.config import Environment
+from arvis.serving.app import create_app
 from tests.support.http import app_settings, mint_keys
 from tests.support.reliability import free_port
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from arvis.api.app import create_app
+from arvis.serving.app import create_app
 from tests.support.http import Api
 
 VALID = {

@@ -20,7 +20,7 @@ from arvis.cli.turn import operator_identity
 from arvis.config import Settings
 from arvis.domain.decisions import ActionDecision
 from arvis.kernel import Kernel
-from arvis.lifecycle.results import Syscall
+from arvis.lifecycle.request import Syscall
 from tests.support.turntools import CONFIG
 
 pytestmark = pytest.mark.db

@@ -26,15 +26,17 @@ def test_the_wheel_ships_the_migrations_and_nothing_of_tests_or_bench(
     installed_wheel: InstalledWheel,
 ) -> None:
     names = set(zipfile.ZipFile(installed_wheel.wheel).namelist())
+    # The top-level migrations/ folder (DESIGN §9) ships as the package arvis.migrations.
     shipped = {
-        path.relative_to(CHECKOUT).as_posix()
-        for path in (CHECKOUT / "arvis" / "migrations").rglob("*")
+        "arvis/" + path.relative_to(CHECKOUT).as_posix()
+        for path in (CHECKOUT / "migrations").rglob("*")
         if path.is_file() and "__pycache__" not in path.parts
     }
     assert {
         "arvis/migrations/env.py",
         "arvis/migrations/script.py.mako",
         "arvis/migrations/sql/0001_functions.sql",
+        "arvis/migrations/versions/0001_lifecycle_schema.py",
     } <= shipped
     assert shipped <= names
     assert "arvis/py.typed" in names

@@ -22,8 +22,8 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import checks
 
-from arvis.api.app import create_app
 from arvis.bootstrap import build_kernel
+from arvis.serving.app import create_app
 from arvis.store.engine import libpq_url
 from tests.support.http import app_settings, mint_keys
 from tests.support.reliability import report, size

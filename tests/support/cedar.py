@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from arvis.domain.definitions import ToolDefinition
-from arvis.lifecycle.cedar import CedarPolicy
-from arvis.lifecycle.policy import PolicyConfig, TenantRules
+from arvis.lifecycle.policy.cedar import CedarPolicy
+from arvis.lifecycle.policy.policy import PolicyConfig, TenantRules
 from tests.support.rules import DEFINITIONS
 
 PERMIT_ALL = '@id("everyone")\npermit (principal, action, resource);\n'

@@ -13,8 +13,8 @@ from typing import Any
 from psycopg import sql
 from typer.testing import CliRunner, Result
 
-from arvis.domain.artifacts import GENESIS_HASH
 from arvis.domain.canonical import canonical_bytes, sha256_hex
+from arvis.domain.intent import GENESIS_HASH
 from arvis.evidence.keys import SigningKey
 from arvis.evidence.witness import read_witness
 from arvis.lifecycle.journal import chain_hash

@@ -13,13 +13,13 @@ import httpx
 import psycopg
 from fastapi import FastAPI, Request
 
-from arvis.api.app import create_app
-from arvis.api.identity import get_kernel
 from arvis.bootstrap import administration, build_kernel
 from arvis.config import Settings
 from arvis.domain.identity import Role
 from arvis.kernel import Kernel
+from arvis.serving.app import create_app
 from arvis.store.engine import libpq_url
+from arvis.web.identity import get_kernel
 
 if TYPE_CHECKING:
     from arvis.telemetry.tracing import Tracing

@@ -18,10 +18,11 @@ from arvis.domain.definitions import Effect, ReplaySafety, ToolDefinition
 from arvis.domain.identity import Identity
 from arvis.domain.ids import ConfirmationId, InstanceId, PrincipalId, TenantId
 from arvis.kernel import Lifecycle
-from arvis.lifecycle.budgets import BudgetConfig, Budgets
-from arvis.lifecycle.policy import PolicyConfig, RulePolicy, ToolPolicy
+from arvis.lifecycle.policy.budgets import BudgetConfig, Budgets
+from arvis.lifecycle.policy.policy import PolicyConfig, RulePolicy, ToolPolicy
 from arvis.lifecycle.ports import AuditSink, LifecycleStore
-from arvis.lifecycle.results import Syscall, SyscallResult
+from arvis.lifecycle.request import Syscall
+from arvis.lifecycle.results import SyscallResult
 from arvis.lifecycle.syscalls import SyscallTracer
 from arvis.store.database import PgStore
 from arvis.store.engine import libpq_url

@@ -24,8 +24,8 @@ from mcp import Client
 from mcp.client.session import ElicitationFnT
 from mcp.client.streamable_http import streamable_http_client
 
-from arvis.api.app import create_app
 from arvis.bootstrap import build_kernel
+from arvis.serving.app import create_app
 from arvis.store.engine import libpq_url
 from tests.support.http import app_settings, mint_keys
 from tests.support.server import running

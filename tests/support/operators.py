@@ -14,14 +14,14 @@ from arvis.domain.definitions import ReplaySafety
 from arvis.domain.identity import Identity
 from arvis.domain.ids import PrincipalId, TenantId
 from arvis.lifecycle.clock import SystemClock
-from arvis.lifecycle.notify import (
-    NotificationDeliverer,
+from arvis.lifecycle.consent.notify import (
     SignatureInvalid,
     load_notifications,
     verify_signature,
 )
 from arvis.store.outbox import PgOutbox
 from arvis.tools.base import Reconciliation, ToolInvocation
+from arvis.webhooks.deliverer import NotificationDeliverer
 from tests.support.httpserver import LocalHttpServer, Received
 from tests.support.lifecycle import Harness, ScriptedTool, tool_definition
 

@@ -30,8 +30,8 @@ from arvis.domain.ids import (
 from arvis.domain.payload import freeze_payload
 from arvis.domain.states import ConfirmationState
 from arvis.lifecycle.authorization import AdmissionRequest, ToolAuthorizationService
-from arvis.lifecycle.budgets import BudgetConfig, Budgets
-from arvis.lifecycle.policy import PolicyConfig, RulePolicy, TenantRules
+from arvis.lifecycle.policy.budgets import BudgetConfig, Budgets
+from arvis.lifecycle.policy.policy import PolicyConfig, RulePolicy, TenantRules
 from arvis.lifecycle.ports import ConfirmationRecord, DecisionHistory, LatestAttempt
 from arvis.tools.base import Reporter, ToolInvocation, ToolResult
 from arvis.tools.dispatcher import ToolDispatcher

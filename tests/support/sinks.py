@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import itertools
 
-from arvis.domain.artifacts import AuditReceipt, Intent
 from arvis.domain.errors import StoreUnavailable
+from arvis.domain.intent import AuditReceipt, Intent
 from arvis.store.audit import AuditHost
 
 _POSITIONS = itertools.count(1)

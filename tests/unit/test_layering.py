@@ -24,6 +24,7 @@ CORE = {"domain", "tools", "lifecycle"}
 # ``__version__`` and may be imported by anyone.
 ALLOWED: dict[str, set[str]] = {
     "domain": {"domain"},
+    # Tool kinds (built-in, HTTP, upstream MCP) are the core's: they know the domain only.
     "tools": {"domain", "tools"},
     "lifecycle": {"domain", "tools", "lifecycle"},
     # Settings know no subsystem: each one validates its own section of arvis.toml.
@@ -31,35 +32,45 @@ ALLOWED: dict[str, set[str]] = {
     # Adapters: inward only, never one another.
     "store": {*CORE, "store"},
     "providers": {"domain", "providers"},
-    "mcp": {*CORE, "config", "kernel", "api", "mcp"},
-    "console": {*CORE, "config", "kernel", "api", "console"},
+    # What the HTTP adapters share: identity extraction, problems, metrics, middleware.
+    "web": {*CORE, "config", "kernel", "web"},
+    "api": {*CORE, "config", "kernel", "web", "api"},
+    "mcp": {*CORE, "config", "kernel", "web", "mcp"},
+    "console": {*CORE, "config", "kernel", "web", "console"},
     # The client ships to agent runtimes: of the server, only the error base class.
     "client": {"domain", "client"},
     "integrations": {"client", "integrations"},
-    "migrations": {"store", "migrations"},
     # Tracing is an adapter too: it implements the lifecycle's tracer port.
     "telemetry": {*CORE, "telemetry"},
     # Evidence beyond the database (signing keys, witnesses, bundles): an adapter.
     "evidence": {*CORE, "evidence"},
+    # Delivering notifications over HTTP: the lifecycle's rules, an HTTP client's posts.
+    "webhooks": {*CORE, "webhooks"},
     # The composition root wires every adapter but no entry point; what arvis.toml
     # declares is read and checked by ``deployment``; ``kernel`` is what it wires (the
     # services entry points use, and the instance's life).
-    "bootstrap": {*CORE, "config", "store", "telemetry", "evidence", "deployment", "kernel"},
-    "deployment": {*CORE, *{"config", "store", "providers", "mcp", "telemetry", "evidence"}},
-    "kernel": {*CORE, "config", "store", "mcp", "telemetry", "evidence"},
-    # Entry points get their pieces from the composition root. The HTTP app mounts
-    # the MCP gateway and the console.
-    "api": {*CORE, "config", "bootstrap", "kernel", "api", "mcp", "console", "evidence"},
+    "bootstrap": {
+        *{*CORE, "config", "store", "telemetry", "evidence", "webhooks", "deployment"},
+        *{"kernel", "bootstrap"},
+    },
+    "deployment": {*CORE, *{"config", "store", "providers", "telemetry", "evidence"}},
+    "kernel": {*CORE, "config", "store", "telemetry", "evidence", "webhooks"},
+    # The ASGI app: mounts the v1 routes, /mcp and /console on one kernel.
+    "serving": {*CORE, "config", "bootstrap", "kernel", "web", "api", "mcp", "console", "serving"},
     # The arvis command is the process itself: it migrates the store, manages keys
-    # (through the composition root's administration), starts the HTTP server and
-    # drives a provider's turn. Of the store it sees only CLI_STORE_MODULES.
+    # (through the composition root's administration), starts the HTTP server (serving)
+    # and drives a provider's turn. Of the store it sees only CLI_STORE_MODULES.
     "cli": {
-        *CORE,
-        *{"config", "bootstrap", "deployment", "kernel", "store", "providers", "api"},
-        *{"evidence", "cli"},
+        *{*CORE, "config", "bootstrap", "deployment", "kernel", "store", "providers", "web"},
+        *{"serving", "evidence", "cli"},
     },
     "__main__": {"cli"},
 }
+
+# The adapters of DESIGN §9 that must never import one another: only the composition
+# root and the app assembly (and the process, the CLI, which starts the app) see several.
+ENTRY_POINTS = {"api", "mcp", "console"}
+SEES_ALL = {"bootstrap", "serving", "cli", "__main__"}
 
 
 CLI_STORE_MODULES = {
@@ -223,6 +234,26 @@ def test_imports_point_inward(source: str) -> None:
         if group(edge.target) not in ALLOWED[source] | {"arvis"}
     ]
     assert wrong == [], f"{source} may import only {sorted(ALLOWED[source])}: {wrong}"
+
+
+def test_no_entry_point_imports_another() -> None:
+    """``api``, ``mcp`` and ``console`` share what they share through ``web``; nothing
+    but ``serving``, ``bootstrap`` and the CLI imports an entry point at all."""
+    wrong = [
+        str(edge)
+        for module, found in graph().items()
+        for edge in found
+        if group(edge.target) in ENTRY_POINTS
+        and group(module) != group(edge.target)
+        and group(module) not in SEES_ALL
+    ]
+    assert wrong == [], f"entry points are imported only by {sorted(SEES_ALL)}: {wrong}"
+
+
+def test_the_migrations_stand_at_the_top_of_the_repository() -> None:
+    """DESIGN §9: ``migrations/`` is a top-level folder, shipped as ``arvis.migrations``."""
+    assert not (PACKAGE / "migrations").exists()
+    assert (PACKAGE.parent / "migrations" / "env.py").is_file()
 
 
 def test_the_circle_finder_names_a_circle() -> None:

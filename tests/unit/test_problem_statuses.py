@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 import arvis
-from arvis.api.problems import STATUS_BY_CODE, TITLES, error_response
 from arvis.client.errors import ArvisClientError
 from arvis.domain.errors import ArvisError
 from arvis.lifecycle.errors import CapabilityError, JournalConflict
 from arvis.providers.errors import ProviderError
 from arvis.tools.sandbox import FileRefusal
+from arvis.web.problems import STATUS_BY_CODE, TITLES, error_response
 
 # Codes that never reach an HTTP answer, and why. Anything else needs a status.
 NEVER_HTTP = {
@@ -76,7 +76,7 @@ def test_every_error_code_has_a_status_or_is_known_never_to_reach_http() -> None
         for cls in _every_error_class()
         if _reaches_http(cls) and cls.code not in STATUS_BY_CODE and cls.code not in NEVER_HTTP
     )
-    assert not unmapped, "add these codes to arvis.api.problems.STATUS_BY_CODE: " + str(unmapped)
+    assert not unmapped, "add these codes to arvis.web.problems.STATUS_BY_CODE: " + str(unmapped)
 
 
 def test_the_never_http_list_names_only_codes_that_exist() -> None:

@@ -7,7 +7,7 @@ import asyncio
 import httpx
 from starlette.types import Receive, Scope, Send
 
-from arvis.api.middleware import Deadline
+from arvis.web.middleware import Deadline
 
 
 def _app(delay_s: float, finished: asyncio.Event):  # type: ignore[no-untyped-def]

@@ -9,9 +9,9 @@ from typing import Literal
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict
 
-from arvis.api.identity import AuditorIdentity, KernelDep
-from arvis.api.problems import problem_responses
-from arvis.lifecycle.budget_report import BudgetView
+from arvis.lifecycle.policy.budget_report import BudgetView
+from arvis.web.identity import AuditorIdentity, KernelDep
+from arvis.web.problems import problem_responses
 
 router = APIRouter(tags=["budgets"])
 

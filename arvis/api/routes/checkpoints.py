@@ -5,10 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict
 
-from arvis.api.identity import AuditorIdentity, KernelDep, log_fields
-from arvis.api.problems import problem_responses
 from arvis.api.routes.runs import RunIdPath
 from arvis.domain.ids import RunId
+from arvis.web.identity import AuditorIdentity, KernelDep, log_fields
+from arvis.web.problems import problem_responses
 
 router = APIRouter(tags=["runs"])
 

@@ -6,20 +6,19 @@ from typing import Annotated, cast
 
 from fastapi import APIRouter, Depends, Path, Query
 
-from arvis.api.identity import ApproverIdentity, KernelDep, require_role
-from arvis.api.problems import problem_responses
 from arvis.api.schemas import (
     ApprovalOut,
     ConfirmationList,
     ConfirmationOut,
     ConfirmationState,
-    DecisionBody,
 )
 from arvis.domain.identity import Identity
-from arvis.domain.ids import ConfirmationId
+from arvis.domain.ids import ID_PATTERN, ConfirmationId
 from arvis.domain.states import ConfirmationState as ConfirmationStateValue
 from arvis.lifecycle.ports import ConfirmationRecord
-from arvis.lifecycle.results import ID_PATTERN
+from arvis.web.bodies import DecisionBody
+from arvis.web.identity import ApproverIdentity, KernelDep, require_role
+from arvis.web.problems import problem_responses
 
 router = APIRouter(tags=["confirmations"])
 

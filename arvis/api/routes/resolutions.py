@@ -6,13 +6,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Request
 
-from arvis.api.identity import ApproverIdentity, KernelDep, log_fields
-from arvis.api.problems import problem_responses
-from arvis.api.schemas import ConsentRoundOut, ResolutionOut, ResolveBody
-from arvis.domain.ids import RunId
+from arvis.api.schemas import ConsentRoundOut, ResolutionOut
+from arvis.domain.ids import ID_PATTERN, RunId
 from arvis.domain.journal import ResolutionArtifact
-from arvis.lifecycle.resolution import RESOLVED_AS
-from arvis.lifecycle.results import ID_PATTERN
+from arvis.lifecycle.consent.resolution import RESOLVED_AS
+from arvis.web.bodies import ResolveBody
+from arvis.web.identity import ApproverIdentity, KernelDep, log_fields
+from arvis.web.problems import problem_responses
 
 router = APIRouter(tags=["runs"])
 

@@ -7,12 +7,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
 
-from arvis.api.identity import AuditorIdentity, KernelDep, ReplayIdentity, log_fields
-from arvis.api.problems import problem_responses
 from arvis.api.schemas import JournalEntryOut, JournalPage, ReplayOut, VerifyOut
-from arvis.domain.ids import RunId
+from arvis.domain.ids import ID_PATTERN, RunId
 from arvis.lifecycle.replay import MAX_REPLAY_PAGE
-from arvis.lifecycle.results import ID_PATTERN
+from arvis.web.identity import AuditorIdentity, KernelDep, ReplayIdentity, log_fields
+from arvis.web.problems import problem_responses
 
 router = APIRouter(tags=["runs"])
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from arvis.api.identity import AgentIdentity, KernelDep, log_fields
-from arvis.api.problems import problem_responses
 from arvis.domain.identity import Identity
 from arvis.kernel import Kernel
-from arvis.lifecycle.results import Syscall, SyscallResult
+from arvis.lifecycle.request import Syscall
+from arvis.lifecycle.results import SyscallResult
+from arvis.web.identity import AgentIdentity, KernelDep, log_fields
+from arvis.web.problems import problem_responses
 
 router = APIRouter(tags=["syscalls"])
 
@@ -42,7 +43,7 @@ async def post_syscall(
 async def execute(
     syscall: Syscall, identity: Identity, kernel: Kernel, fields: dict[str, str]
 ) -> Response:
-    """The route's work, shared with its fast lane (arvis.api.fastlane)."""
+    """The route's work, shared with its fast lane (arvis.serving.fastlane)."""
     result = await kernel.lifecycle.handler.handle(syscall, identity, log_fields=fields)
     # The result is already a validated model: serialise it once, here, rather
     # than have FastAPI validate it again against the response model.

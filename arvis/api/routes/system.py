@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from arvis.api.identity import AdminIdentity, AnyIdentity, KernelDep
-from arvis.api.metrics import ApiMetrics
-from arvis.api.problems import problem, problem_responses
 from arvis.api.schemas import ToolOut, ToolsOut
 from arvis.domain.errors import StoreUnavailable
-from arvis.lifecycle.shadow import ShadowPolicy
+from arvis.lifecycle.policy.shadow import ShadowPolicy
 from arvis.tools.describe import describe_tool
+from arvis.web.identity import AdminIdentity, AnyIdentity, KernelDep
+from arvis.web.metrics import ApiMetrics
+from arvis.web.problems import problem, problem_responses
 
 router = APIRouter()
 

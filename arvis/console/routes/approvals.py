@@ -8,16 +8,15 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
-from arvis.api.identity import KernelDep
-from arvis.api.schemas import DecisionBody
 from arvis.console.deps import Form, User, need
 from arvis.console.views import ConfirmationView, confirmation_view
 from arvis.console.web import ConsoleRoute, render
-from arvis.domain.ids import ConfirmationId, TenantId
+from arvis.domain.ids import ID_PATTERN, ConfirmationId, TenantId
 from arvis.domain.states import ConfirmationState
 from arvis.kernel import Kernel
 from arvis.lifecycle.ports import ConfirmationRecord
-from arvis.lifecycle.results import ID_PATTERN
+from arvis.web.bodies import DecisionBody
+from arvis.web.identity import KernelDep
 
 router = APIRouter(route_class=ConsoleRoute)
 

@@ -8,10 +8,10 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from arvis.api.identity import ForbiddenRole, KernelDep, Unauthenticated
 from arvis.console import sessions
 from arvis.console.deps import Form, User
 from arvis.console.web import ConsoleRoute, read_form, render
+from arvis.web.identity import ForbiddenRole, KernelDep, Unauthenticated
 
 router = APIRouter(route_class=ConsoleRoute)
 

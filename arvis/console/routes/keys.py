@@ -12,7 +12,6 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import RedirectResponse, Response
 
-from arvis.api.identity import KernelDep
 from arvis.console.deps import Form, User, need
 from arvis.console.sessions import ConsoleUser
 from arvis.console.web import ConsoleRoute, render
@@ -21,6 +20,7 @@ from arvis.domain.errors import ArvisError
 from arvis.domain.identity import Role
 from arvis.kernel import Kernel
 from arvis.lifecycle.errors import NotFound
+from arvis.web.identity import KernelDep
 
 router = APIRouter(route_class=ConsoleRoute)
 

@@ -7,14 +7,13 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
-from arvis.api.identity import KernelDep
-from arvis.api.schemas import ResolveBody
 from arvis.console.deps import Form, User, need
 from arvis.console.views import boundary_legend, timeline
 from arvis.console.web import ConsoleRoute, render
-from arvis.domain.ids import RunId
-from arvis.lifecycle.resolution import RESOLVED_AS
-from arvis.lifecycle.results import ID_PATTERN
+from arvis.domain.ids import ID_PATTERN, RunId
+from arvis.lifecycle.consent.resolution import RESOLVED_AS
+from arvis.web.bodies import ResolveBody
+from arvis.web.identity import KernelDep
 
 router = APIRouter(route_class=ConsoleRoute)
 

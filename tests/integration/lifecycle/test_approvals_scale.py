@@ -19,7 +19,7 @@ from arvis.lifecycle.errors import (
     ConfirmationStateConflict,
     SelfApproval,
 )
-from arvis.lifecycle.policy import PolicyConfig, TenantRules
+from arvis.lifecycle.policy.policy import PolicyConfig, TenantRules
 from arvis.lifecycle.results import SyscallResult
 from tests.support.lifecycle import AGENT, Harness, make_harness
 from tests.support.operators import LEAD_A, LEAD_B, LEAD_C, OUTSIDER, approver

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from arvis.domain.ids import TenantId
-from arvis.lifecycle.budgets import BudgetConfig
-from arvis.lifecycle.policy import PolicyConfig, TenantRules
+from arvis.lifecycle.policy.budgets import BudgetConfig
+from arvis.lifecycle.policy.policy import PolicyConfig, TenantRules
 from tests.support.lifecycle import (
     AGENT,
     APPROVER,

@@ -11,9 +11,9 @@ import pytest
 
 from arvis.domain.identity import Identity
 from arvis.domain.ids import PrincipalId, TenantId
-from arvis.lifecycle.cedar import CedarPolicy
-from arvis.lifecycle.policy import PolicyConfig, RulePolicy
-from arvis.lifecycle.shadow import ShadowPolicy
+from arvis.lifecycle.policy.cedar import CedarPolicy
+from arvis.lifecycle.policy.policy import PolicyConfig, RulePolicy
+from arvis.lifecycle.policy.shadow import ShadowPolicy
 from tests.support.cedar import write_policies
 from tests.support.lifecycle import (
     APPROVER,

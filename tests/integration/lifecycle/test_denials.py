@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from arvis.domain.boundary import EffectBoundary
-from arvis.lifecycle.policy import PolicyConfig, TenantRules
+from arvis.lifecycle.policy.policy import PolicyConfig, TenantRules
 from arvis.lifecycle.results import SyscallResult
 from tests.support.lifecycle import Harness, make_harness
 

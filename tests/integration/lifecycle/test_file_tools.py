@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from arvis.domain.boundary import EffectBoundary
-from arvis.lifecycle.policy import PolicyConfig, TenantRules
+from arvis.lifecycle.policy.policy import PolicyConfig, TenantRules
 from arvis.lifecycle.results import SyscallResult
 from arvis.tools import builtin_tools
 from tests.support.lifecycle import Harness, make_harness

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from arvis.domain.boundary import EffectBoundary
-from arvis.lifecycle.policy import PolicyConfig, TenantRules
+from arvis.lifecycle.policy.policy import PolicyConfig, TenantRules
 from arvis.tools import ToolHost, build_tool_set, describe_plan
 from arvis.tools.base import Tool
 from tests.support.httpserver import Hang, LocalHttpServer, Respond, refusing_port

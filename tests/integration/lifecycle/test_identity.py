@@ -13,7 +13,7 @@ import pytest
 from arvis.domain.identity import Identity
 from arvis.domain.ids import PrincipalId
 from arvis.lifecycle.errors import IdentityRefused, RunOfAnotherPrincipal, SelfApproval
-from arvis.lifecycle.policy import PolicyConfig, TenantRules
+from arvis.lifecycle.policy.policy import PolicyConfig, TenantRules
 from tests.support.lifecycle import AGENT, APPROVER, Harness, make_harness
 
 INTRUDER = AGENT.model_copy(update={"principal_id": PrincipalId("agent-9"), "key_id": "k9"})

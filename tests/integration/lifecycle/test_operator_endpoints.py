@@ -13,7 +13,7 @@ import pytest
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.identity import Identity
 from arvis.domain.ids import PrincipalId, RunId, TenantId
-from arvis.lifecycle.policy import PolicyConfig, TenantRules
+from arvis.lifecycle.policy.policy import PolicyConfig, TenantRules
 from arvis.tools.http import HttpToolConfig, http_tool
 from tests.support.httpserver import Hang, LocalHttpServer, Respond
 from tests.support.lifecycle import APPROVER, Harness, attempt_then_crash, make_harness

@@ -11,7 +11,7 @@ from arvis.domain.boundary import EffectBoundary
 from arvis.domain.ids import RunId
 from arvis.lifecycle.errors import ShuttingDown
 from arvis.lifecycle.lease import InstanceLease, LeaseNotHeld
-from arvis.lifecycle.policy import PolicyConfig, TenantRules
+from arvis.lifecycle.policy.policy import PolicyConfig, TenantRules
 from arvis.lifecycle.recovery import RecoverySweeper
 from arvis.tools.base import ToolInvocation, ToolResult
 from tests.support.lifecycle import AGENT, Harness, crash_during_dispatch, make_harness

@@ -18,7 +18,7 @@ from arvis.domain.identity import Identity
 from arvis.domain.ids import ConfirmationId, RunId
 from arvis.domain.journal import ResolutionArtifact
 from arvis.lifecycle.errors import AlreadyApproved, ApproverNotInGroup
-from arvis.lifecycle.policy import PolicyConfig, TenantRules
+from arvis.lifecycle.policy.policy import PolicyConfig, TenantRules
 from arvis.lifecycle.ports import (
     ConfirmationRecord,
     JournalEntry,

@@ -13,7 +13,7 @@ from arvis.domain.identity import Identity
 from arvis.domain.ids import RunId
 from arvis.domain.journal import ResolutionArtifact
 from arvis.lifecycle.errors import AlreadyResolved, NotFound, NotUncertain, SelfResolution
-from arvis.lifecycle.policy import PolicyConfig, TenantRules
+from arvis.lifecycle.policy.policy import PolicyConfig, TenantRules
 from arvis.lifecycle.ports import JournalEntry
 from arvis.tools.base import Reconciliation, ToolInvocation
 from tests.support.lifecycle import (

@@ -9,7 +9,7 @@ import pytest
 
 from arvis.domain.boundary import EffectBoundary
 from arvis.lifecycle.errors import AttemptInFlight
-from arvis.lifecycle.policy import PolicyConfig, TenantRules
+from arvis.lifecycle.policy.policy import PolicyConfig, TenantRules
 from arvis.tools.base import ToolInvocation, ToolResult
 from tests.support.lifecycle import Harness, make_harness
 

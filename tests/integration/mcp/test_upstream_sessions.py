@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from arvis.mcp.upstream import UpstreamServer, UpstreamUnavailable
-from arvis.tools.mcpconfig import McpServerConfig
+from arvis.tools.mcp.config import McpServerConfig
+from arvis.tools.mcp.upstream import UpstreamServer, UpstreamUnavailable
 from tests.support.mcp_client import NOTES_SERVER
 
 

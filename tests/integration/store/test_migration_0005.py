@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from arvis.domain.artifacts import GENESIS_HASH, intent_commitment
 from arvis.domain.idempotency import derive_idempotency_key
 from arvis.domain.ids import CausalId, RunId, TenantId
+from arvis.domain.intent import GENESIS_HASH, intent_commitment
 from arvis.domain.payload import freeze_payload
 from arvis.store.database import PgStore
 from arvis.store.migrate import downgrade, upgrade

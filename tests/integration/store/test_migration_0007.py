@@ -7,11 +7,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from arvis.domain.artifacts import intent_commitment
 from arvis.domain.idempotency import derive_idempotency_key
 from arvis.domain.ids import CausalId, RunId, TenantId
+from arvis.domain.intent import intent_commitment
 from arvis.domain.payload import freeze_payload
-from arvis.lifecycle.budgets import BudgetConfig
+from arvis.lifecycle.policy.budgets import BudgetConfig
 from arvis.store.migrate import downgrade, upgrade
 from arvis.tools.dispatcher import ToolDispatcher
 from arvis.tools.plans import StaticToolPlanSource

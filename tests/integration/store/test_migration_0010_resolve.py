@@ -11,7 +11,7 @@ import pytest
 from arvis.domain.authorization import ApprovalTerms
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.ids import RunId
-from arvis.lifecycle.policy import PolicyConfig, TenantRules
+from arvis.lifecycle.policy.policy import PolicyConfig, TenantRules
 from arvis.store.migrate import downgrade, upgrade
 from tests.support.lifecycle import make_harness
 from tests.support.operators import LEAD_A, LEAD_B

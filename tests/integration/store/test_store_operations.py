@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 
 import pytest
 
-from arvis.domain.artifacts import GENESIS_HASH, AuditReceipt, Intent
 from arvis.domain.authorization import DenialReason, DenialSnapshot
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.context import AuthorizedEffectContext
@@ -26,6 +25,7 @@ from arvis.domain.ids import (
     RunId,
     TenantId,
 )
+from arvis.domain.intent import GENESIS_HASH, AuditReceipt, Intent
 from arvis.domain.journal import ExecutionArtifact, RefusalArtifact
 from arvis.domain.payload import freeze_payload
 from arvis.domain.states import ConfirmationState, settled_confirmation

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from arvis.api.app import create_app
 from arvis.bootstrap import administration, build_kernel
 from arvis.domain.identity import Role
+from arvis.serving.app import create_app
 from tests.support.adversarial.stubs import HostileStubs
 from tests.support.adversarial.toml import value
 from tests.support.adversarial.toolkinds import APP, BUILTIN, TOOL_KINDS, ToolKind, terms_tools

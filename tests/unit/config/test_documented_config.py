@@ -14,10 +14,10 @@ from arvis.deployment import parse_audit_config
 from arvis.domain.errors import ConfigurationError
 from arvis.evidence.setup import parse_checkpoints_config
 from arvis.evidence.witness import parse_witness_config
-from arvis.lifecycle.budgets import parse_budgets_config
-from arvis.lifecycle.notify import load_notifications
-from arvis.lifecycle.policy import parse_confirmations_config, parse_policy_config
-from arvis.lifecycle.resolution import parse_reconcile_config
+from arvis.lifecycle.consent.notify import load_notifications
+from arvis.lifecycle.consent.reconcile import parse_reconcile_config
+from arvis.lifecycle.policy.budgets import parse_budgets_config
+from arvis.lifecycle.policy.policy import parse_confirmations_config, parse_policy_config
 from arvis.providers.config import load_provider_config
 from arvis.tools.registry import ToolHost, parse_tools_config
 

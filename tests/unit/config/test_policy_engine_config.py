@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from arvis.domain.errors import ConfigurationError
-from arvis.lifecycle.policy import RulePolicy, parse_policy_config
+from arvis.lifecycle.policy.policy import RulePolicy, parse_policy_config
 
 
 @pytest.mark.parametrize(

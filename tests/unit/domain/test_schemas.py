@@ -13,7 +13,7 @@ from arvis.domain.errors import DefinitionError
 from arvis.domain.schemas import MAX_PROBLEM_CHARS, PayloadValidator, unsupported
 from arvis.lifecycle.authorization import ToolAuthorizationService
 from arvis.lifecycle.clock import SystemClock
-from arvis.lifecycle.policy import RulePolicy
+from arvis.lifecycle.policy.policy import RulePolicy
 from arvis.tools import ToolHost, build_tool_set
 
 BACKTRACKING = "^(a+)+$"

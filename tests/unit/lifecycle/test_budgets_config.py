@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from arvis.domain.errors import ConfigurationError
-from arvis.lifecycle.budgets import Budgets, parse_budgets_config, window_of
+from arvis.lifecycle.policy.budgets import Budgets, parse_budgets_config, window_of
 
 CALLS = {"name": "charges", "limit": 20, "per": "1d", "tools": ["payments.charge"]}
 

@@ -18,9 +18,9 @@ from arvis.lifecycle.authorization import (
     Refuse,
     ToolAuthorizationService,
 )
-from arvis.lifecycle.cedar import CedarPolicy
-from arvis.lifecycle.cedar.engine import CEDAR_INPUT
-from arvis.lifecycle.policy import CAPABILITY_GATE, EGRESS_GATE, TenantRules
+from arvis.lifecycle.policy.cedar import CedarPolicy
+from arvis.lifecycle.policy.cedar.engine import CEDAR_INPUT
+from arvis.lifecycle.policy.policy import CAPABILITY_GATE, EGRESS_GATE, TenantRules
 from arvis.lifecycle.ports import NEW_DECISION
 from arvis.tools.dispatcher import ToolDispatcher
 from arvis.tools.plans import ToolPlan, derive_plan_id

@@ -9,9 +9,9 @@ import pytest
 
 from arvis.domain.definitions import Effect, ReplaySafety, ToolDefinition
 from arvis.domain.errors import ConfigurationError
-from arvis.lifecycle.cedar.schema import Record, SetOf, payload_type, render_schema
-from arvis.lifecycle.cedar.source import split_statements
-from arvis.lifecycle.policy import TenantRules
+from arvis.lifecycle.policy.cedar.schema import Record, SetOf, payload_type, render_schema
+from arvis.lifecycle.policy.cedar.source import split_statements
+from arvis.lifecycle.policy.policy import TenantRules
 from tests.support.cedar import PERMIT_ALL, cedar_policy
 
 

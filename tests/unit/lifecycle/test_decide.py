@@ -33,7 +33,7 @@ from arvis.lifecycle.authorization import (
     budget_refusal,
     needs_earlier,
 )
-from arvis.lifecycle.budgets import BudgetConfig, Budgets
+from arvis.lifecycle.policy.budgets import BudgetConfig, Budgets
 from arvis.lifecycle.ports import NEW_DECISION, DecisionHistory
 from arvis.tools.plans import ToolPlan, derive_plan_id
 from tests.support.rules import (
@@ -667,7 +667,7 @@ def test_an_approval_the_database_clock_says_expired_is_refused() -> None:
 def test_approval_terms_of_the_policy_go_with_the_consent_request() -> None:
     from arvis.domain.authorization import ApprovalTerms
     from arvis.lifecycle.authorization import ToolAuthorizationService
-    from arvis.lifecycle.policy import PolicyConfig, RulePolicy, TenantRules
+    from arvis.lifecycle.policy.policy import PolicyConfig, RulePolicy, TenantRules
 
     terms = ApprovalTerms(approvers=("payments-leads",), quorum=2, ttl_s=600)
     policy = RulePolicy(PolicyConfig(default=TenantRules(approvals={PUT: terms})))

@@ -6,7 +6,12 @@ from __future__ import annotations
 import pytest
 
 from arvis.domain.errors import ConfigurationError
-from arvis.lifecycle.notify import SignatureInvalid, load_notifications, sign, verify_signature
+from arvis.lifecycle.consent.notify import (
+    SignatureInvalid,
+    load_notifications,
+    sign,
+    verify_signature,
+)
 
 SECRET = b"a-secret-of-some-length"
 BODY = b'{"id":"ev_1","type":"confirmation.requested"}'

@@ -11,7 +11,7 @@ import pytest
 from arvis.domain.authorization import DenialReason
 from arvis.domain.definitions import Effect, ReplaySafety, ToolDefinition
 from arvis.lifecycle.authorization import AwaitConsent, Proceed, Refuse, ToolAuthorizationService
-from arvis.lifecycle.cedar import CedarPolicy
+from arvis.lifecycle.policy.cedar import CedarPolicy
 from arvis.lifecycle.ports import NEW_DECISION
 from arvis.tools.dispatcher import ToolDispatcher
 from arvis.tools.plans import ToolPlan, derive_plan_id

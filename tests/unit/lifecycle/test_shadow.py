@@ -12,8 +12,8 @@ from arvis.domain.context import AuthorizedEffectContext
 from arvis.domain.definitions import ToolDefinition
 from arvis.domain.payload import FrozenEffectPayload
 from arvis.lifecycle.authorization import AwaitConsent, Proceed, Refuse, ToolAuthorizationService
+from arvis.lifecycle.policy.shadow import ShadowPolicy
 from arvis.lifecycle.ports import NEW_DECISION
-from arvis.lifecycle.shadow import ShadowPolicy
 from tests.support.cedar import cedar_policy
 from tests.support.rules import POLICY, PURGE, PUT, READ, SEND, FixedClock, request
 
@@ -44,7 +44,7 @@ def test_the_enforced_rules_decide_whatever_cedar_says(shadow: ShadowPolicy) -> 
 def test_every_kind_of_disagreement_is_counted_and_logged(
     shadow: ShadowPolicy, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="arvis.lifecycle.shadow"):
+    with caplog.at_level(logging.WARNING, logger="arvis.lifecycle.policy.shadow"):
         decide(shadow, READ)  # both allow
         decide(shadow, PUT)  # rules allow, Cedar denies
         decide(shadow, PURGE)  # rules deny, Cedar allows

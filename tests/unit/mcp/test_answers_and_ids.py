@@ -9,16 +9,15 @@ import pytest
 
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.identity import Identity
-from arvis.domain.ids import PrincipalId, TenantId
-from arvis.domain.payload import freeze_payload
-from arvis.lifecycle.results import (
+from arvis.domain.ids import (
     ID_PATTERN,
-    ConfirmationRef,
-    ResolutionRef,
-    SyscallResult,
+    PrincipalId,
+    TenantId,
     principal_run_id,
     reserved_for_another,
 )
+from arvis.domain.payload import freeze_payload
+from arvis.lifecycle.results import ConfirmationRef, ResolutionRef, SyscallResult
 from arvis.mcp.answers import call_result, consent_request, consent_result, empty_meta
 from arvis.mcp.meta import (
     InvalidIds,

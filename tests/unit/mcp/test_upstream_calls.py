@@ -16,10 +16,10 @@ from mcp import MCPError
 
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.definitions import Effect, ReplaySafety
-from arvis.mcp.tools import McpTool
-from arvis.mcp.upstream import UpstreamChanged, UpstreamUnavailable
 from arvis.tools import ToolDispatcher
-from arvis.tools.mcpconfig import McpServerConfig
+from arvis.tools.mcp.config import McpServerConfig
+from arvis.tools.mcp.tools import McpTool
+from arvis.tools.mcp.upstream import UpstreamChanged, UpstreamUnavailable
 from arvis.tools.outcome import DispatchOutcome
 from tests.support.fakes import definition, invocation, read_only
 

@@ -11,8 +11,8 @@ import mcp_types as types
 import pytest
 
 from arvis.domain.errors import ConfigurationError, DefinitionError
-from arvis.mcp.tools import derive_definition
-from arvis.tools.mcpconfig import McpServerConfig
+from arvis.tools.mcp.config import McpServerConfig
+from arvis.tools.mcp.tools import derive_definition
 from arvis.tools.plans import derive_plan_id
 from arvis.tools.registry import ToolHost, build_tool_set, parse_tools_config
 from tests.support.fakes import FakeTool, definition, returns_ok

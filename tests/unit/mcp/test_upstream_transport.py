@@ -11,10 +11,10 @@ import pytest
 
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.definitions import ReplaySafety
-from arvis.mcp.tools import McpTool
-from arvis.mcp.upstream import UpstreamServer
 from arvis.tools import ToolDispatcher
-from arvis.tools.mcpconfig import McpServerConfig
+from arvis.tools.mcp.config import McpServerConfig
+from arvis.tools.mcp.tools import McpTool
+from arvis.tools.mcp.upstream import UpstreamServer
 from tests.support.fakes import definition, invocation, read_only
 from tests.support.server import running
 from tests.support.upstream.acting import ActingUpstream

@@ -9,9 +9,9 @@ import pytest
 from pydantic import ValidationError
 
 from arvis.domain.definitions import Effect, ReplaySafety
-from arvis.mcp.tools import McpTool
 from arvis.tools import ToolDispatcher
 from arvis.tools.http import HttpToolConfig
+from arvis.tools.mcp.tools import McpTool
 from tests.support.fakes import definition, invocation
 from tests.support.tracing import CALLER_TRACE_ID, TRACEPARENT, TRACESTATE, recorded, span_id
 from tests.unit.mcp.test_upstream_calls import FakeUpstream, answers

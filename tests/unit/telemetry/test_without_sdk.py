@@ -39,8 +39,8 @@ def test_with_tracing_off_nothing_loads_the_sdk() -> None:
     done = run(
         """
         import sys
-        import arvis.api.app, arvis.bootstrap, arvis.cli, arvis.telemetry
-        from arvis.api.app import create_app
+        import arvis.serving.app, arvis.bootstrap, arvis.cli, arvis.telemetry
+        from arvis.serving.app import create_app
         from arvis.telemetry import load_tracing
         create_app(environment=None)
         assert load_tracing({}, {}) is None
@@ -77,7 +77,7 @@ def test_without_the_sdk_and_tracing_off_arvis_works_as_before() -> None:
     done = run(
         NO_SDK
         + """
-from arvis.api.app import create_app
+from arvis.serving.app import create_app
 from arvis.telemetry import load_tracing
 create_app(environment=None)
 assert load_tracing({}, {"OTEL_SDK_DISABLED": "true", "OTEL_TRACES_EXPORTER": "otlp"}) is None

@@ -14,7 +14,7 @@ import pytest
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.errors import ConfigurationError, DefinitionError
 from arvis.domain.payload import freeze_payload
-from arvis.lifecycle.policy import (
+from arvis.lifecycle.policy.policy import (
     PolicyConfig,
     RulePolicy,
     TenantRules,

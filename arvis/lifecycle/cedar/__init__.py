@@ -1,6 +1,0 @@
-"""The Cedar policy engine (``[policy] engine = "cedar"``, docs/policy.md)."""
-
-from arvis.lifecycle.cedar.engine import CedarPolicy
-from arvis.lifecycle.cedar.schema import payload_type, render_schema
-
-__all__ = ["CedarPolicy", "payload_type", "render_schema"]

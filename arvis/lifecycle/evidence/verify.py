@@ -1,0 +1,400 @@
+"""One verification of a run's evidence, for every caller (DESIGN §10, issue 23).
+
+The chain alone proves a run was not edited by someone who did not recompute the
+hashes. Each entry that settles an intent must also still commit to that intent:
+its receipt's commitment is recomputed from the entry's own fields (tool, plan,
+payload digest, attempt, capability, principal), so a rewritten payload under a
+kept receipt shows. The signed checkpoints prove more: the chain read must contain
+the head each one signed, at its length, or the run was rewritten before that
+position — however well the rewrite linked. The witness is a second account kept
+outside the database: every intent, every appended entry (position and hash) and
+every checkpoint in it must agree with what the database says, so a deleted,
+inserted or rewritten entry shows even after the last checkpoint.
+
+:class:`EvidenceService` is the one verify service: the API's verify, ``arvis verify``,
+the console's run page and replay call ``verify`` (the deployment's key and witness; a
+run found broken is flagged); ``arvis verify --public-key K --witness W`` calls
+``verify_with`` (it flags nothing); a deduplicated answer calls ``check_served``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from arvis.domain.checkpoints import Checkpoint, check_checkpoints, signed_text
+from arvis.domain.clock import Clock
+from arvis.domain.ids import RunId, TenantId
+from arvis.lifecycle.errors import ChainBroken, NotFound
+from arvis.lifecycle.evidence.crosscheck import WITNESS_GRACE_S, ChainFacts, TrustedKey, cross_check
+from arvis.lifecycle.journal import ChainVisitor, VerifyReport, recomputes, row_hash, walk
+from arvis.lifecycle.ports import ChainRow, JournalEntry, LifecycleReads, LifecycleStore, RunRecord
+
+log = logging.getLogger(__name__)
+
+
+class WitnessSource(Protocol):
+    """A witness whose records can be read back (the file witness)."""
+
+    async def records(self, tenant_id: str, run_id: str) -> list[dict[str, Any]]:
+        """Every record of the run, in the order written; OSError/ValueError when
+        the witness cannot be read."""
+        ...
+
+
+class EvidenceFlags(Protocol):
+    async def flag_run(self, tenant_id: str, run_id: str, position: int, fault: str) -> None:
+        """Keep, once, that the run's evidence is broken at ``position``."""
+        ...
+
+
+@dataclass(frozen=True)
+class EvidenceReport:
+    ok: bool
+    entries: int
+    broken_at: int | None
+    reason: str | None
+    checkpoints: int = 0
+    """Checkpoints whose signature and head were checked and held."""
+    rewritten_before: int | None = None
+    witness: str | None = None
+    """The first disagreement with the witness; None when none was found (or no
+    witness was read)."""
+    unsigned: int | None = None
+    """Entries after the last checkpoint that held (None: no key to check with)."""
+    flagged: str | None = None
+    """The run's evidence was found broken before (by the checkpointer, a verify, a
+    replay or a deduplicated answer): what was found."""
+    audit_incomplete: bool = False
+    """The run's audit-incomplete flag as the snapshot read it (for replay's answers)."""
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "entries": self.entries,
+            "broken_at": self.broken_at,
+            "reason": self.reason,
+            "checkpoints": self.checkpoints,
+            "rewritten_before": self.rewritten_before,
+            "witness": self.witness,
+            "unsigned": self.unsigned,
+            "flagged": self.flagged,
+        }
+
+
+async def verify_run(
+    reads: LifecycleReads,
+    tenant_id: TenantId,
+    run_id: RunId,
+    *,
+    key: TrustedKey | None,
+    witness: Iterable[Mapping[str, Any]] | None,
+    now: datetime,
+    visit: ChainVisitor | None = None,
+    grace_s: float = WITNESS_GRACE_S,
+) -> EvidenceReport:
+    """The chain, each entry against its intent, every checkpoint (with ``key``), the
+    witness (with ``witness``: its records) and the run's flag, in one snapshot
+    (``reads``). ``visit`` sees every verified row, as :func:`walk` says. LookupError:
+    no such run."""
+    facts = ChainFacts()
+
+    def both(row: ChainRow) -> None:
+        facts.visit(row)
+        if visit is not None:
+            visit(row)
+
+    chain = await walk(reads, tenant_id, run_id, both)
+    run = await reads.run(tenant_id, run_id)
+    assert run is not None
+    report = await _judge(reads, run, chain, facts, key, witness, now, grace_s)
+    return dataclasses.replace(report, audit_incomplete=run.audit_incomplete)
+
+
+async def _judge(
+    reads: LifecycleReads,
+    run: RunRecord,
+    chain: VerifyReport,
+    facts: ChainFacts,
+    key: TrustedKey | None,
+    witness: Iterable[Mapping[str, Any]] | None,
+    now: datetime,
+    grace_s: float,
+) -> EvidenceReport:
+    tenant_id, run_id = run.tenant_id, run.run_id
+    flagged = _flag_text(run)
+    if not chain.ok:
+        return EvidenceReport(False, chain.entries, chain.broken_at, chain.reason, flagged=flagged)
+    if facts.unfaithful is not None:
+        position, problem = facts.unfaithful
+        return EvidenceReport(False, chain.entries, position, problem, flagged=flagged)
+    checkpoints = await reads.checkpoints(tenant_id, run_id)
+    checked, unsigned = 0, None
+    if key is not None:
+        report = check_checkpoints(
+            checkpoints,
+            tenant_id=tenant_id,
+            run_id=run_id,
+            hashes=facts.hashes,
+            length=chain.entries,
+            key_id=key.key_id,
+            signature_ok=key.verifies,
+        )
+        if not report.ok:
+            return EvidenceReport(
+                False,
+                chain.entries,
+                report.rewritten_before,
+                report.problem,
+                report.checked,
+                report.rewritten_before,
+                flagged=flagged,
+            )
+        checked = report.checked
+        unsigned = chain.entries - max((c.length for c in checkpoints), default=0)
+    if witness is not None:
+        in_flight = await reads.in_flight_intents(tenant_id, run_id)
+        disagreement = cross_check(
+            witness,
+            tenant_id,
+            run_id,
+            facts,
+            checkpoints,
+            key,
+            length=chain.entries,
+            in_flight=in_flight,
+            now=now,
+            grace_s=grace_s,
+        )
+        if disagreement is not None:
+            position, problem = disagreement
+            return EvidenceReport(
+                False, chain.entries, position, problem, checked, None, problem, unsigned, flagged
+            )
+    if run.evidence_broken_at is not None:
+        return EvidenceReport(
+            False,
+            chain.entries,
+            run.evidence_broken_at,
+            f"flagged: {run.evidence_fault}",
+            checked,
+            unsigned=unsigned,
+            flagged=flagged,
+        )
+    return EvidenceReport(True, chain.entries, None, None, checked, unsigned=unsigned)
+
+
+def _flag_text(run: RunRecord) -> str | None:
+    if run.evidence_broken_at is None:
+        return None
+    return f"position {run.evidence_broken_at}: {run.evidence_fault}"
+
+
+# A fault that says the key does not fit (a checkpoint of a rotated key), not that the
+# run was tampered with: reported, never flagged.
+_NOT_TAMPER = ("not by the key given",)
+_REMEMBERED_SIGNATURES = 4096
+_REMEMBERED_COVERED = 65_536
+
+
+class EvidenceService:
+    """Verification with the deployment's own evidence, and the check of what is served.
+
+    ``key``: the trusted public key (None: checkpoints are not checked); ``witness``: a
+    witness that can be read back (None: none, or an HTTP witness); ``flags``: where a
+    run found broken is flagged. Each of ``before_witness`` is awaited before the
+    witness is read (this process hands the witness its last entries first).
+    """
+
+    def __init__(
+        self,
+        store: LifecycleStore,
+        clock: Clock,
+        *,
+        key: TrustedKey | None = None,
+        witness: WitnessSource | None = None,
+        flags: EvidenceFlags | None = None,
+        grace_s: float = WITNESS_GRACE_S,
+        before_witness: Sequence[Callable[[], Awaitable[object]]] = (),
+        pending: Sequence[Callable[[str, str], list[dict[str, object]]]] = (),
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.key = key
+        self.witness = witness
+        self.flags = flags
+        self.grace_s = grace_s
+        self.before_witness = tuple(before_witness)
+        self.pending = tuple(pending)
+        """Records of entries this process appended that the witness will take: read
+        with the witness's own."""
+        self._verified: OrderedDict[tuple[str, bytes], None] = OrderedDict()
+        self._covered: OrderedDict[tuple[str, str, int], str] = OrderedDict()
+        """(tenant, run, position) → the hash a signed checkpoint was shown to cover
+        there: a later answer from that window recomputes its entry and compares."""
+
+    async def verify(
+        self, tenant_id: TenantId, run_id: RunId, visit: ChainVisitor | None = None
+    ) -> EvidenceReport:
+        """Verify the run with the deployment's key and witness; flag it when broken.
+        NotFound: no such run (in this tenant).
+
+        A witness that cannot be read makes the report not ok (nothing is known to
+        agree) without flagging the run: that is the witness's fault, not the run's.
+        """
+        records: list[dict[str, Any]] | None = None
+        unreadable: str | None = None
+        if self.witness is not None:
+            for settle in self.before_witness:
+                await settle()
+            try:
+                records = await self.witness.records(tenant_id, run_id)
+                for pending in self.pending:
+                    records += pending(tenant_id, run_id)
+            except (OSError, ValueError) as exc:
+                log.error("the witness could not be read for run %s: %s", run_id, exc)
+                unreadable = f"the witness cannot be read: {exc}"
+        report = await self.verify_with(
+            tenant_id, run_id, key=self.key, witness=records, visit=visit
+        )
+        if not report.ok:
+            await self._flag(tenant_id, run_id, report)
+        elif unreadable is not None:
+            return dataclasses.replace(report, ok=False, reason=unreadable, witness=unreadable)
+        return report
+
+    async def verify_with(
+        self,
+        tenant_id: TenantId,
+        run_id: RunId,
+        *,
+        key: TrustedKey | None,
+        witness: Iterable[Mapping[str, Any]] | None,
+        visit: ChainVisitor | None = None,
+    ) -> EvidenceReport:
+        """Verify the run with ``key`` and ``witness`` records (an auditor's own: nothing
+        is flagged). NotFound: no such run (in this tenant)."""
+        async with self.store.reading() as reads:
+            try:
+                return await verify_run(
+                    reads,
+                    tenant_id,
+                    run_id,
+                    key=key,
+                    witness=witness,
+                    now=self.clock.now(),
+                    visit=visit,
+                    grace_s=self.grace_s,
+                )
+            except LookupError:
+                raise NotFound(f"no run {run_id}") from None
+
+    async def checkpoints(self, tenant_id: TenantId, run_id: RunId) -> list[Checkpoint]:
+        """The run's signed checkpoints, oldest first. NotFound: no such run."""
+        async with self.store.reading() as reads:
+            if await reads.run(tenant_id, run_id) is None:
+                raise NotFound(f"no run {run_id}")
+            return await reads.checkpoints(tenant_id, run_id)
+
+    async def check_served(
+        self, reads: LifecycleReads, run: RunRecord, entries: Sequence[JournalEntry]
+    ) -> None:
+        """Refuse (ChainBroken) to serve ``entries`` of ``run`` unless the run is not
+        flagged and each entry recomputes its own hash and links to the signed
+        checkpoint that covers it. Reads only the entries between each and its
+        checkpoint."""
+        if run.evidence_broken_at is not None:
+            raise ChainBroken(run.run_id, run.evidence_broken_at, f"{run.evidence_fault}")
+        for entry in entries:
+            problem = await self._served_problem(reads, entry)
+            if problem is not None:
+                position, reason = problem
+                await self._flag_fault(entry.tenant_id, entry.run_id, position, reason)
+                raise ChainBroken(entry.run_id, position, reason)
+
+    async def _served_problem(
+        self, reads: LifecycleReads, entry: JournalEntry
+    ) -> tuple[int, str] | None:
+        if not recomputes(entry):
+            return entry.position, "entry altered"
+        key = self.key
+        if key is None:
+            return None
+        known = self._covered.get((entry.tenant_id, entry.run_id, entry.position))
+        if known is not None:
+            self._covered.move_to_end((entry.tenant_id, entry.run_id, entry.position))
+            if known != entry.entry_hash:
+                return entry.position, "entry altered since its checkpoint covered it"
+            return None
+        covering = await reads.checkpoints(
+            entry.tenant_id, entry.run_id, at_least=entry.position, first=1
+        )
+        if not covering:
+            return None  # the tail, after the last checkpoint: verify checks it on the witness
+        checkpoint = covering[0]
+        at = signed_text(checkpoint.signed_at)
+        if checkpoint.key_id != key.key_id or not self._signed(checkpoint, key):
+            return checkpoint.length, (
+                f"checkpoint of {checkpoint.length} entries at {at} does not verify"
+                " with the trusted key"
+            )
+        rows = await reads.chain(
+            entry.tenant_id,
+            entry.run_id,
+            entry.position - 1,
+            checkpoint.length - entry.position + 1,
+        )
+        expected_prev, expected = entry.prev_hash, entry.position
+        for row in rows:
+            if row[0] != expected or row[1] != expected_prev:
+                return expected, "prev_hash does not link"
+            if row_hash(entry.tenant_id, entry.run_id, row) != row[2]:
+                return row[0], "entry altered"
+            expected_prev, expected = row[2], expected + 1
+        if expected != checkpoint.length + 1 or expected_prev != checkpoint.head_hash:
+            before = checkpoint.length + 1
+            return before, (
+                f"rewritten before position {before} (checkpoint of {checkpoint.length}"
+                f" entries at {at})"
+            )
+        for row in rows:
+            self._covered[(entry.tenant_id, entry.run_id, row[0])] = row[2]
+        while len(self._covered) > _REMEMBERED_COVERED:
+            self._covered.popitem(last=False)
+        return None
+
+    def _signed(self, checkpoint: Checkpoint, key: TrustedKey) -> bool:
+        """The signature check, remembered for the checkpoints seen lately: the
+        deduplicated answers of one run check the same checkpoint again and again."""
+        seen = (checkpoint.signature, checkpoint.preimage)
+        if seen in self._verified:
+            self._verified.move_to_end(seen)
+            return True
+        if not key.verifies(checkpoint):
+            return False
+        self._verified[seen] = None
+        if len(self._verified) > _REMEMBERED_SIGNATURES:
+            self._verified.popitem(last=False)
+        return True
+
+    async def _flag(self, tenant_id: str, run_id: str, report: EvidenceReport) -> None:
+        if report.flagged is not None or report.broken_at is None or report.reason is None:
+            return
+        if any(marker in report.reason for marker in _NOT_TAMPER):
+            return
+        await self._flag_fault(tenant_id, run_id, report.broken_at, report.reason)
+
+    async def _flag_fault(self, tenant_id: str, run_id: str, position: int, reason: str) -> None:
+        log.error("the evidence of run %s is broken at position %d: %s", run_id, position, reason)
+        if self.flags is None:
+            return
+        at = self.clock.now().isoformat(timespec="seconds")
+        try:
+            await self.flags.flag_run(tenant_id, run_id, position, f"{reason} (found {at})")
+        except Exception:  # the refusal stands; the flag is a shortcut for later answers
+            log.exception("could not flag run %s", run_id)

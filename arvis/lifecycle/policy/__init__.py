@@ -1,0 +1,1 @@
+"""Policy (DESIGN §2): the rules engine and Cedar, shadow evaluation, budgets."""

@@ -1,0 +1,27 @@
+"""The ``arvis.dev/*`` keys of ``_meta`` and the id headers: the vocabulary ARVIS
+speaks on MCP, as a server (:mod:`arvis.mcp`) and as a client of upstream servers
+(:mod:`arvis.tools.mcp`). docs/mcp.md lists them."""
+
+PREFIX = "arvis.dev/"
+RUN_ID = PREFIX + "run_id"
+CAUSAL_ID = PREFIX + "causal_id"
+OUTCOME = PREFIX + "outcome"
+BOUNDARY = PREFIX + "boundary"
+IDEMPOTENCY_KEY = PREFIX + "idempotency_key"
+JOURNAL_POSITION = PREFIX + "journal_position"
+ATTEMPT = PREFIX + "attempt"
+REASON = PREFIX + "reason"
+CONFIRMATION_ID = PREFIX + "confirmation_id"
+AUDIT_INCOMPLETE = PREFIX + "audit_incomplete"
+PROBLEM = PREFIX + "problem"
+RESOLUTION = PREFIX + "resolution"
+"""An uncertain attempt someone resolved: ``{boundary, position, resolved_by}``."""
+CALL_ID = PREFIX + "call_id"
+APPROVAL = PREFIX + "approval"
+"""The key of the approval in an ``input_required`` answer's ``inputRequests``."""
+TRACEPARENT = "traceparent"
+TRACESTATE = "tracestate"
+"""W3C Trace Context keys of ``_meta``, unprefixed as MCP has them."""
+
+RUN_ID_HEADER = "arvis-run-id"
+CAUSAL_ID_HEADER = "arvis-causal-id"

@@ -1,0 +1,296 @@
+"""Tools of upstream MCP servers, governed like any other (DESIGN §3).
+
+**Definitions.** Each tool an upstream lists at start-up becomes
+``<server>.<tool>`` with the server's description and input schema. Its
+governance metadata is the operator's: without an override and without
+``trust_annotations`` it is the most conservative kind (``mutating``,
+``unsafe``, no capability tags). With trust, ``readOnlyHint: true`` is
+``read_only``/``safe``, else ``idempotentHint: true`` is ``idempotent`` and
+anything else ``unsafe``; ``openWorldHint: true`` adds ``network.access``. A
+hint the server leaves out asserts nothing. An override's fields always win;
+a contradiction stops start-up naming the tool.
+
+**A call.** The frozen payload is the arguments; ``_meta`` carries
+``arvis.dev/idempotency_key`` and ``arvis.dev/call_id``, and when tracing is on
+``traceparent`` (and ``tracestate``): the server's spans continue the syscall's
+trace (docs/telemetry.md). Boundaries:
+
+- nothing sent (the server could not be started, its connection was refused,
+  or it now lists the tool differently from the plan): ``EFFECT_NOT_STARTED``;
+- any JSON-RPC error — the server's own, or one the SDK's client made up from an
+  HTTP answer it could not read (a 202, a redirect, a 404, a page, a 5xx, a body
+  that is not JSON) —, a timeout, a dropped connection, a malformed result:
+  the request reached the server, which may have acted before it answered, so
+  ``EFFECT_STATE_UNKNOWN`` (DESIGN §10 "Not-started needs proof";
+  ``EFFECT_NOT_STARTED`` for a read-only tool, which has nothing to start);
+- a JSON-RPC error whose code the operator declared in ``not_started_codes``
+  for the tool: a ``upstream_rejected`` problem whose effect did not start;
+- ``isError: true``: ``EFFECT_FAILED``, retry advised only for a tool that is
+  not replay-unsafe (whether the effect started is unknown);
+- a result: ``EFFECT_COMPLETED`` with ``structuredContent`` (else the content
+  blocks) as the value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import mcp_types as types
+from mcp import MCPError
+from pydantic import JsonValue, ValidationError
+
+from arvis.domain.definitions import (
+    MAX_DESCRIPTION_CHARS,
+    Effect,
+    ReplaySafety,
+    ToolDefinition,
+)
+from arvis.domain.egress import egress_host
+from arvis.domain.errors import ConfigurationError, DefinitionError
+from arvis.tools.base import Reporter, Tool, ToolInvocation, ToolResult
+from arvis.tools.mcp.config import McpServerConfig
+from arvis.tools.mcp.keys import CALL_ID, IDEMPOTENCY_KEY
+from arvis.tools.mcp.upstream import UpstreamChanged, UpstreamServer, UpstreamUnavailable
+from arvis.tools.remote import RemoteOutcomes, read_env_headers
+
+log = logging.getLogger(__name__)
+
+MetaInjector = Callable[[dict[str, Any]], None]
+"""Writes the current trace context into a call's ``_meta`` (``traceparent``)."""
+
+EgressCheck = Callable[[str], bool]
+"""Whether some tenant's egress rules let a call reach this (normalised) host."""
+
+
+def derive_definition(config: McpServerConfig, listed: types.Tool) -> ToolDefinition:
+    """The plan's definition of one listed tool (module rules); names the tool on error."""
+    source = f"[[tools.mcp]] {config.name!r}"
+    effect, safety, tags = Effect.MUTATING, ReplaySafety.UNSAFE, []
+    hints = listed.annotations if config.trust_annotations else None
+    if hints is not None:
+        if hints.read_only_hint is True:
+            effect, safety = Effect.READ_ONLY, ReplaySafety.SAFE
+        elif hints.idempotent_hint is True:
+            safety = ReplaySafety.IDEMPOTENT
+        if hints.open_world_hint is True:
+            tags = ["network.access"]
+    override = config.overrides.get(listed.name)
+    if override is not None:
+        if override.effect is not None:
+            effect = override.effect
+            if override.replay_safety is None:
+                # The derived safety belonged to the derived effect: keep what still fits.
+                if effect is Effect.READ_ONLY:
+                    safety = ReplaySafety.SAFE
+                elif safety is ReplaySafety.SAFE:
+                    safety = ReplaySafety.UNSAFE
+        if override.replay_safety is not None:
+            safety = override.replay_safety
+        if override.capabilities is not None:
+            tags = list(override.capabilities)
+    description = (listed.description or listed.title or "").strip()
+    if not description:
+        description = f"Tool {listed.name!r} of the MCP server {config.name!r}."
+    try:
+        return ToolDefinition(
+            name=f"{config.name}.{listed.name}",
+            description=description[:MAX_DESCRIPTION_CHARS],
+            input_schema=listed.input_schema,
+            effect=effect,
+            replay_safety=safety,
+            capabilities=tags,
+        )
+    except DefinitionError as exc:
+        raise DefinitionError(exc.tool, f"{exc.rule} (declared by {source})") from None
+
+
+class McpTool:
+    """A tool whose body is a ``tools/call`` on an upstream MCP server."""
+
+    def __init__(
+        self,
+        definition: ToolDefinition,
+        server: UpstreamServer,
+        remote: str,
+        inject: MetaInjector | None = None,
+    ) -> None:
+        self.definition = definition
+        self._server = server
+        self._remote = remote
+        self._inject = inject
+        self._outcomes = RemoteOutcomes(definition, server.config.declared_not_started(remote))
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+    @property
+    def destination(self) -> str | None:
+        """A streamable HTTP server's endpoint: the egress gate checks its host."""
+        return self._server.config.url
+
+    def __repr__(self) -> str:
+        return f"McpTool({self.name!r}, server={self._server.name!r})"
+
+    async def execute(self, invocation: ToolInvocation, reporter: Reporter) -> ToolResult:
+        meta: dict[str, Any] = {
+            IDEMPOTENCY_KEY: invocation.idempotency_key,
+            CALL_ID: invocation.call_id,
+        }
+        if self._inject is not None:
+            self._inject(meta)
+        outcomes = self._outcomes
+        try:
+            answer = await self._server.call(self._remote, invocation.payload.value, meta)
+        except (UpstreamUnavailable, UpstreamChanged) as exc:
+            retry = isinstance(exc, UpstreamUnavailable)
+            raise outcomes.not_sent(invocation, _code(exc), exc.message, retryable=retry) from None
+        except MCPError as exc:
+            # An answer, or the SDK's word for one it could not read: the call arrived.
+            detail = f"the MCP server refused the call: {exc.error.message}"
+            refused = outcomes.refusal(exc.code, "upstream_rejected", detail)
+            if refused is not None:
+                return refused
+            raise outcomes.unknown(
+                invocation, "upstream_unknown", f"no result ({exc.code}): {exc.error.message}"
+            ) from None
+        except (TimeoutError, OSError) as exc:
+            raise outcomes.unknown(
+                invocation, "upstream_unknown", f"no result ({type(exc).__name__})"
+            ) from None
+        except ValidationError:
+            # A result that is not one of the protocol's: whatever the server did is unknown.
+            raise outcomes.unknown(
+                invocation, "invalid_upstream_result", "the answer is not an MCP result"
+            ) from None
+        except RuntimeError:
+            # The SDK's check of the answer against the tool's output schema.
+            broken = "the answer breaks its schema"
+            raise outcomes.failed(
+                invocation, "invalid_upstream_result", broken, retryable=False
+            ) from None
+        return self._result(invocation, answer)
+
+    def _result(self, invocation: ToolInvocation, answer: types.Result) -> ToolResult:
+        outcomes = self._outcomes
+        if not isinstance(answer, types.CallToolResult):
+            # It asks for input ARVIS cannot give, after it may have begun: unknown.
+            raise outcomes.unknown(invocation, "upstream_needs_input", "the server asked for input")
+        if answer.is_error:
+            raise outcomes.failed(
+                invocation,
+                "upstream_error",
+                f"the tool reported an error: {_text(answer) or 'no detail'}",
+                retryable=self.definition.replay_safety is not ReplaySafety.UNSAFE,
+            )
+        value: JsonValue
+        if answer.structured_content is not None:
+            value = answer.structured_content
+        else:
+            value = [
+                block.model_dump(mode="json", by_alias=True, exclude_none=True)
+                for block in answer.content
+            ]
+        try:
+            return ToolResult.ok(value)
+        except ValidationError:
+            raise outcomes.failed(
+                invocation,
+                "invalid_upstream_result",
+                "the result cannot be journaled",
+                retryable=False,
+            ) from None
+
+
+async def open_servers(
+    configs: Sequence[McpServerConfig],
+    environ: Mapping[str, str],
+    *,
+    inject: MetaInjector | None = None,
+    egress: EgressCheck | None = None,
+) -> tuple[list[UpstreamServer], dict[str, Sequence[Tool]]]:
+    """Start every server at once; the first that cannot be used stops start-up.
+
+    An unreachable server stops start-up with one line naming it, unless it is
+    ``optional``: then its tools are left out and a warning says so. On any
+    failure every server started here is stopped again. ``inject`` writes the
+    trace context into each call's ``_meta``. With ``egress``, a ``url`` server
+    whose host no tenant may reach stops start-up before anything is sent to
+    it (its every call would be refused by the egress gate anyway).
+    """
+    if egress is not None:
+        for config in configs:
+            _check_egress(config, egress)
+    servers = [UpstreamServer(config, _headers(config, environ)) for config in configs]
+    listings = await asyncio.gather(*(server.start() for server in servers), return_exceptions=True)
+    try:
+        tools: dict[str, Sequence[Tool]] = {}
+        for server, listing in zip(servers, listings, strict=True):
+            tools[server.name] = _tools_of(server, listing, inject)
+    except BaseException:
+        await asyncio.gather(*(server.aclose() for server in servers))
+        raise
+    return servers, tools
+
+
+def _tools_of(
+    server: UpstreamServer,
+    listing: list[types.Tool] | BaseException,
+    inject: MetaInjector | None,
+) -> list[Tool]:
+    config = server.config
+    if isinstance(listing, UpstreamUnavailable):
+        if not config.optional:
+            raise ConfigurationError(
+                f"[[tools.mcp]] {config.name!r}: cannot use the server at start-up: "
+                f"{listing.reason}"
+            )
+        log.warning(
+            "[[tools.mcp]] %r is optional and unreachable; its tools are left out: %s",
+            config.name,
+            listing.reason,
+        )
+        return []
+    if isinstance(listing, BaseException):
+        raise listing
+    by_name = {tool.name: tool for tool in listing}
+    unknown = sorted(set(config.overrides) - set(by_name))
+    if unknown:
+        raise ConfigurationError(
+            f"[[tools.mcp]] {config.name!r}: an override names {unknown[0]!r}, which the "
+            f"server does not list (it lists {sorted(by_name) or 'no tools'})"
+        )
+    return [
+        McpTool(derive_definition(config, by_name[name]), server, name, inject)
+        for name in sorted(by_name)
+    ]
+
+
+def _check_egress(config: McpServerConfig, egress: EgressCheck) -> None:
+    if config.url is None:
+        return
+    host = egress_host(config.url)
+    if host is None or not egress(host):
+        shown = "its host" if host is None else f"its host {host}"
+        raise ConfigurationError(
+            f"[[tools.mcp]] {config.name!r}: {shown} is on no egress_hosts of [policy], so "
+            "every call to it would be refused; nothing was sent to it (add the host to "
+            "egress_hosts, or remove the server)"
+        )
+
+
+def _headers(config: McpServerConfig, environ: Mapping[str, str]) -> dict[str, str]:
+    source = f"[[tools.mcp]] {config.name!r}"
+    return {**config.headers, **read_env_headers(source, config.headers_env, environ)}
+
+
+def _code(exc: UpstreamUnavailable | UpstreamChanged) -> str:
+    return "upstream_unavailable" if isinstance(exc, UpstreamUnavailable) else "upstream_changed"
+
+
+def _text(answer: types.CallToolResult) -> str:
+    parts = [block.text for block in answer.content if isinstance(block, types.TextContent)]
+    return " ".join(" ".join(parts).split())

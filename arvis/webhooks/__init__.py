@@ -1,0 +1,1 @@
+"""Adapter: delivering notifications to webhooks over HTTP (see :mod:`arvis.webhooks.deliverer`)."""
