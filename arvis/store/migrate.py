@@ -19,12 +19,17 @@ def _migrations_dir() -> Path:
     """Where ``arvis.migrations`` is: inside the installed package, or the top-level
     ``migrations/`` folder of a source checkout (an editable install maps it)."""
     spec = importlib.util.find_spec("arvis.migrations")
-    if spec is not None and spec.submodule_search_locations:
-        return Path(next(iter(spec.submodule_search_locations)))
+    for location in [] if spec is None else spec.submodule_search_locations or []:
+        if (Path(location) / "env.py").is_file():
+            return Path(location)
     return Path(__file__).resolve().parents[2] / "migrations"
 
 
 MIGRATIONS_DIR = _migrations_dir()
+FUNCTIONS_DIR = Path(__file__).resolve().parent / "sql"
+"""The current text of each server-side function (``arvis/store/sql/``): a revision that
+installs a function's newest text reads it here; the texts it replaced are frozen under
+``migrations/sql/<revision>/``."""
 
 
 def alembic_config(url: str) -> Config:

@@ -34,13 +34,15 @@ from pathlib import Path
 
 from alembic import op
 
+from arvis.store.migrate import FUNCTIONS_DIR
+
 revision: str = "0005"
 down_revision: str | None = "0004"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 _MIGRATIONS = Path(__file__).resolve().parents[1]
-_CURRENT = _MIGRATIONS.parent / "store" / "sql"
+_CURRENT = FUNCTIONS_DIR
 # In dependency order. When a later revision changes one of these, it first
 # freezes this revision's text under arvis/migrations/sql/0005/ and points here.
 FUNCTIONS = (

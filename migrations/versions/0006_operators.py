@@ -33,13 +33,15 @@ from pathlib import Path
 from alembic import op
 from sqlalchemy import text
 
+from arvis.store.migrate import FUNCTIONS_DIR
+
 revision: str = "0006"
 down_revision: str | None = "0005"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 _MIGRATIONS = Path(__file__).resolve().parents[1]
-_CURRENT = _MIGRATIONS.parent / "store" / "sql"
+_CURRENT = FUNCTIONS_DIR
 _FROZEN_0005 = _MIGRATIONS / "sql" / "0005"
 # Functions a later revision changed: this revision installs its own text, frozen.
 _FROZEN = _MIGRATIONS / "sql" / "0006"

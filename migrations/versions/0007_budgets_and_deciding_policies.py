@@ -28,13 +28,15 @@ from pathlib import Path
 
 from alembic import op
 
+from arvis.store.migrate import FUNCTIONS_DIR
+
 revision: str = "0007"
 down_revision: str | None = "0006"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 _MIGRATIONS = Path(__file__).resolve().parents[1]
-_CURRENT = _MIGRATIONS.parent / "store" / "sql"
+_CURRENT = FUNCTIONS_DIR
 # What the revision before this one installed: 0006's arvis_admit, 0005's arvis_journal.
 _PREVIOUS = {
     "arvis_admit": _MIGRATIONS / "sql" / "0006" / "arvis_admit.sql",

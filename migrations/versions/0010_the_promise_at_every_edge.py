@@ -81,13 +81,15 @@ from pathlib import Path
 
 from alembic import op
 
+from arvis.store.migrate import FUNCTIONS_DIR
+
 revision: str = "0010"
 down_revision: str | None = "0009"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 _MIGRATIONS = Path(__file__).resolve().parents[1]
-_CURRENT = _MIGRATIONS.parent / "store" / "sql"
+_CURRENT = FUNCTIONS_DIR
 _RESOLVE_PREVIOUS = _MIGRATIONS / "sql" / "0006"
 _RESOLVE_CHANGED = ("arvis_resolve", "arvis_approve", "arvis_notify")
 _RESOLVE_DROPPED = ("arvis_resolve", "arvis_approve")
