@@ -61,6 +61,7 @@ def serve_turn(
     from arvis.web.logs import configure_json_logging
 
     configure_json_logging(settings.log_level)
+    from arvis.web.metrics import ApiMetrics
 
     metrics = ApiMetrics()
     ending = with_kernel(
