@@ -26,7 +26,7 @@ from arvis.lifecycle.authorization import ToolAuthorizationService
 from arvis.lifecycle.clock import SystemClock
 from arvis.lifecycle.policy.budgets import AmountProblem, Budgets, parse_budgets_config
 from arvis.lifecycle.policy.engines import build_policy
-from arvis.lifecycle.policy.policy import ToolPolicy, parse_policy_config
+from arvis.lifecycle.policy.policy import PolicyQuery, ToolPolicy, parse_policy_config
 from arvis.lifecycle.policy.shadow import ShadowPolicy
 from arvis.tools.errors import CanonicalFormRefused
 from arvis.tools.plans import ToolPlan
@@ -163,22 +163,10 @@ def check(
             "policy_digest": None,
         }
     else:
-        answer |= _verdict(
-            enforced.evaluate(
-                context, definition, acted_on, destination=destination, attempt=attempt, now=now
-            )
-        )
+        query = PolicyQuery(context, definition, acted_on, destination, attempt, now)
+        answer |= _verdict(enforced.evaluate(query))
         if isinstance(policy, ShadowPolicy):
-            answer["shadow"] = _verdict(
-                policy.shadow.evaluate(
-                    context,
-                    definition,
-                    acted_on,
-                    destination=destination,
-                    attempt=attempt,
-                    now=now,
-                )
-            )
+            answer["shadow"] = _verdict(policy.shadow.evaluate(query))
     charges = budgets.charges(tenant, principal, tool, frozen.value, now)
     answer["budgets"] = (
         charges.detail

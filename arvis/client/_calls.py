@@ -8,9 +8,9 @@ calls; everything about the wire format lives here.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -31,6 +31,7 @@ from arvis.client.models import (
     ConfirmationState,
     Deduplicated,
     Executed,
+    JournalEntry,
     JournalPage,
     Refused,
     ReplayPage,
@@ -40,6 +41,7 @@ from arvis.client.models import (
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
+I_co = TypeVar("I_co", covariant=True)
 
 SyscallAnswer = Executed | Deduplicated | Refused | ConfirmationRequired
 
@@ -56,6 +58,27 @@ class Call(Generic[T]):
     body: Any = None
     idempotent: bool = True
     """Repeating it after a lost answer cannot change what happened."""
+
+
+class Page(Protocol):
+    @property
+    def next_after(self) -> int | str | None:
+        """The cursor of the next page; None on the last."""
+        ...
+
+
+P = TypeVar("P", bound=Page)
+
+
+@dataclass(frozen=True)
+class Pages(Generic[P, I_co]):
+    """A read in pages: the call for the page after a cursor, and the items of a page.
+
+    A client walks it from ``first`` until a page has no ``next_after``."""
+
+    call: Callable[[Any], Call[P]]
+    items: Callable[[P], Sequence[I_co]]
+    first: int | str | None
 
 
 def _segment(value: str) -> str:
@@ -115,6 +138,24 @@ def decide(confirmation_id: str, verdict: str, reason: str | None) -> Call[Confi
     path = f"/v1/confirmations/{_segment(confirmation_id)}/{verdict}"
     body = {"reason": reason} if reason is not None else None
     return Call("POST", path, _model(Confirmation), body=body, idempotent=False)
+
+
+def journal_pages(run_id: str, page_size: int) -> Pages[JournalPage, JournalEntry]:
+    return Pages(lambda after: journal(run_id, after, page_size), lambda page: page.entries, 0)
+
+
+def replay_pages(run_id: str, page_size: int) -> Pages[ReplayPage, SyscallAnswer]:
+    return Pages(lambda after: replay(run_id, after, page_size), lambda page: page.results, 0)
+
+
+def confirmation_pages(
+    state: ConfirmationState | None, page_size: int
+) -> Pages[ConfirmationPage, Confirmation]:
+    return Pages(
+        lambda after: confirmations(state, page_size, after),
+        lambda page: page.confirmations,
+        None,
+    )
 
 
 def request(client: httpx.Client | httpx.AsyncClient, call: Call[Any]) -> httpx.Request:

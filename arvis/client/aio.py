@@ -10,8 +10,8 @@ from typing import Any, TypeVar
 import httpx
 
 from arvis.client import _calls
-from arvis.client._calls import Call, SyscallAnswer
-from arvis.client._options import ClientOptions
+from arvis.client._base import BaseClient
+from arvis.client._calls import Call, P, Pages, SyscallAnswer
 from arvis.client.errors import ArvisClientError
 from arvis.client.models import (
     Confirmation,
@@ -29,43 +29,15 @@ __all__ = ["AsyncArvisClient"]
 
 log = logging.getLogger("arvis.client")
 T = TypeVar("T")
+ItemT = TypeVar("ItemT")
 
 
-class AsyncArvisClient:
-    """ARVIS over HTTP from asyncio, with one bearer key (tenant, principal and roles).
+class AsyncArvisClient(BaseClient[httpx.AsyncClient, httpx.AsyncBaseTransport]):
+    """:class:`~arvis.client.ArvisClient` from asyncio, method for method: the same
+    requests, answers, errors and retries, awaited."""
 
-    Every method sends one request of docs/http.md and answers its typed value; a problem
-    answer raises its :class:`~arvis.client.errors.ArvisProblem` subclass. Requests that
-    are harmless to repeat (``execute`` by design, the reads, ``replay``) are re-posted
-    unchanged under ``retry`` after a lost answer or a retryable problem; ``approve`` and
-    ``deny`` only when they certainly did nothing.
-
-    ``timeout`` should exceed the server's ``ARVIS_REQUEST_TIMEOUT_S`` (30 s by default),
-    so a slow call is answered by ARVIS (``request_timeout``) rather than abandoned here.
-    ``transport`` replaces httpx's (a proxy, a test transport).
-    """
-
-    def __init__(
-        self,
-        base_url: str,
-        api_key: str,
-        *,
-        timeout: float | httpx.Timeout = ClientOptions.DEFAULT_TIMEOUT,
-        retry: RetryPolicy | None = None,
-        limits: httpx.Limits | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        options = ClientOptions.make(api_key, timeout=timeout, retry=retry, headers=headers)
-        self.retry = options.retry
-        self._http = httpx.AsyncClient(
-            base_url=base_url,
-            headers=options.headers,
-            timeout=options.timeout,
-            limits=limits or httpx.Limits(),
-            transport=transport,
-            follow_redirects=False,
-        )
+    def _open(self, **settings: Any) -> httpx.AsyncClient:
+        return httpx.AsyncClient(**settings)
 
     async def __aenter__(self) -> AsyncArvisClient:
         return self
@@ -99,16 +71,9 @@ class AsyncArvisClient:
         """One page of the run's journal (auditor); ``limit`` ≤ 1000."""
         return await self._send(_calls.journal(run_id, after, limit))
 
-    async def iter_journal(
-        self, run_id: str, *, page_size: int = 1000
-    ) -> AsyncIterator[JournalEntry]:
+    def iter_journal(self, run_id: str, *, page_size: int = 1000) -> AsyncIterator[JournalEntry]:
         """Every entry of the run's journal, in chain order, page by page."""
-        after: int | None = 0
-        while after is not None:
-            page = await self.journal(run_id, after=after, limit=page_size)
-            for entry in page.entries:
-                yield entry
-            after = page.next_after
+        return self._each(_calls.journal_pages(run_id, page_size))
 
     async def verify(self, run_id: str) -> Verification:
         """Recompute the run's chain and say where, if anywhere, it breaks (auditor)."""
@@ -119,16 +84,9 @@ class AsyncArvisClient:
         chain raises :class:`~arvis.client.errors.ChainBroken`."""
         return await self._send(_calls.replay(run_id, after, limit))
 
-    async def iter_replay(
-        self, run_id: str, *, page_size: int = 1000
-    ) -> AsyncIterator[SyscallAnswer]:
+    def iter_replay(self, run_id: str, *, page_size: int = 1000) -> AsyncIterator[SyscallAnswer]:
         """Every recorded result of the run, page by page."""
-        after: int | None = 0
-        while after is not None:
-            page = await self.replay(run_id, after=after, limit=page_size)
-            for result in page.results:
-                yield result
-            after = page.next_after
+        return self._each(_calls.replay_pages(run_id, page_size))
 
     async def confirmations(
         self,
@@ -140,18 +98,11 @@ class AsyncArvisClient:
         """One page of this tenant's confirmations (approver), e.g. ``state="PENDING"``."""
         return await self._send(_calls.confirmations(state, limit, after))
 
-    async def iter_confirmations(
+    def iter_confirmations(
         self, *, state: ConfirmationState | None = None, page_size: int = 500
     ) -> AsyncIterator[Confirmation]:
         """Every confirmation in ``state``, page by page."""
-        after: str | None = None
-        while True:
-            page = await self.confirmations(state=state, limit=page_size, after=after)
-            for confirmation in page.confirmations:
-                yield confirmation
-            if page.next_after is None:
-                return
-            after = page.next_after
+        return self._each(_calls.confirmation_pages(state, page_size))
 
     async def approve(self, confirmation_id: str, *, reason: str | None = None) -> Confirmation:
         """PENDING → APPROVED (approver; never one's own request: ``SelfApproval``). The
@@ -174,6 +125,16 @@ class AsyncArvisClient:
                     "re-posting %s %s in %.2fs after %s", call.method, call.path, delay, error.code
                 )
             await asyncio.sleep(delay)
+
+    async def _each(self, pages: Pages[P, ItemT]) -> AsyncIterator[ItemT]:
+        after = pages.first
+        while True:
+            page = await self._send(pages.call(after))
+            for item in pages.items(page):
+                yield item
+            after = page.next_after
+            if after is None:
+                return
 
     async def _once(self, call: Call[T]) -> T:
         try:

@@ -10,8 +10,8 @@ from typing import Any, TypeVar
 import httpx
 
 from arvis.client import _calls
-from arvis.client._calls import Call, SyscallAnswer
-from arvis.client._options import ClientOptions
+from arvis.client._base import BaseClient
+from arvis.client._calls import Call, P, Pages, SyscallAnswer
 from arvis.client.errors import ArvisClientError
 from arvis.client.models import (
     Confirmation,
@@ -29,9 +29,10 @@ __all__ = ["ArvisClient"]
 
 log = logging.getLogger("arvis.client")
 T = TypeVar("T")
+ItemT = TypeVar("ItemT")
 
 
-class ArvisClient:
+class ArvisClient(BaseClient[httpx.Client, httpx.BaseTransport]):
     """ARVIS over HTTP, with one bearer key (which fixes tenant, principal and roles).
 
     Every method sends one request of docs/http.md and answers its typed value; a problem
@@ -45,27 +46,8 @@ class ArvisClient:
     ``transport`` replaces httpx's (a proxy, a test transport).
     """
 
-    def __init__(
-        self,
-        base_url: str,
-        api_key: str,
-        *,
-        timeout: float | httpx.Timeout = ClientOptions.DEFAULT_TIMEOUT,
-        retry: RetryPolicy | None = None,
-        limits: httpx.Limits | None = None,
-        transport: httpx.BaseTransport | None = None,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        options = ClientOptions.make(api_key, timeout=timeout, retry=retry, headers=headers)
-        self.retry = options.retry
-        self._http = httpx.Client(
-            base_url=base_url,
-            headers=options.headers,
-            timeout=options.timeout,
-            limits=limits or httpx.Limits(),
-            transport=transport,
-            follow_redirects=False,
-        )
+    def _open(self, **settings: Any) -> httpx.Client:
+        return httpx.Client(**settings)
 
     def __enter__(self) -> ArvisClient:
         return self
@@ -101,11 +83,7 @@ class ArvisClient:
 
     def iter_journal(self, run_id: str, *, page_size: int = 1000) -> Iterator[JournalEntry]:
         """Every entry of the run's journal, in chain order, page by page."""
-        after: int | None = 0
-        while after is not None:
-            page = self.journal(run_id, after=after, limit=page_size)
-            yield from page.entries
-            after = page.next_after
+        return self._each(_calls.journal_pages(run_id, page_size))
 
     def verify(self, run_id: str) -> Verification:
         """Recompute the run's chain and say where, if anywhere, it breaks (auditor)."""
@@ -118,11 +96,7 @@ class ArvisClient:
 
     def iter_replay(self, run_id: str, *, page_size: int = 1000) -> Iterator[SyscallAnswer]:
         """Every recorded result of the run, page by page."""
-        after: int | None = 0
-        while after is not None:
-            page = self.replay(run_id, after=after, limit=page_size)
-            yield from page.results
-            after = page.next_after
+        return self._each(_calls.replay_pages(run_id, page_size))
 
     def confirmations(
         self,
@@ -138,13 +112,7 @@ class ArvisClient:
         self, *, state: ConfirmationState | None = None, page_size: int = 500
     ) -> Iterator[Confirmation]:
         """Every confirmation in ``state``, page by page."""
-        after: str | None = None
-        while True:
-            page = self.confirmations(state=state, limit=page_size, after=after)
-            yield from page.confirmations
-            if page.next_after is None:
-                return
-            after = page.next_after
+        return self._each(_calls.confirmation_pages(state, page_size))
 
     def approve(self, confirmation_id: str, *, reason: str | None = None) -> Confirmation:
         """PENDING → APPROVED (approver; never one's own request: ``SelfApproval``). The
@@ -167,6 +135,15 @@ class ArvisClient:
                     "re-posting %s %s in %.2fs after %s", call.method, call.path, delay, error.code
                 )
             time.sleep(delay)
+
+    def _each(self, pages: Pages[P, ItemT]) -> Iterator[ItemT]:
+        after = pages.first
+        while True:
+            page = self._send(pages.call(after))
+            yield from pages.items(page)
+            after = page.next_after
+            if after is None:
+                return
 
     def _once(self, call: Call[T]) -> T:
         try:

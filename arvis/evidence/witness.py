@@ -58,53 +58,62 @@ class WitnessConfig(BaseModel):
     """``kind = "http"``: one POST's deadline."""
 
 
+def _record(
+    record_type: str, tenant_id: str, run_id: str, fields: dict[str, Any]
+) -> dict[str, Any]:
+    """One witness record of ``record_type`` about a run (canonical JSON: key order is moot)."""
+    return {
+        "format": WITNESS_FORMAT,
+        "type": record_type,
+        "tenant_id": tenant_id,
+        "run_id": run_id,
+        **fields,
+    }
+
+
 def intent_record(intent: Intent, commitment: str, receipt: AuditReceipt | None) -> dict[str, Any]:
     """What the witness keeps of an intent about to be admitted."""
     context = intent.context
-    return {
-        "format": WITNESS_FORMAT,
-        "type": "intent",
-        "tenant_id": context.tenant_id,
-        "run_id": context.run_id,
-        "causal_id": context.causal_id,
-        "intent_id": intent.intent_id,
-        "idempotency_key": intent.idempotency_key,
-        "attempt": intent.attempt,
-        "intent_commitment": commitment,
-        "receipt_position": None if receipt is None else receipt.position,
-        "admitted_at": recorded_text(intent.admitted_at),
-    }
+    return _record(
+        "intent",
+        context.tenant_id,
+        context.run_id,
+        {
+            "causal_id": context.causal_id,
+            "intent_id": intent.intent_id,
+            "idempotency_key": intent.idempotency_key,
+            "attempt": intent.attempt,
+            "intent_commitment": commitment,
+            "receipt_position": None if receipt is None else receipt.position,
+            "admitted_at": recorded_text(intent.admitted_at),
+        },
+    )
 
 
 def void_record(intent: Intent, status: str) -> dict[str, Any]:
     """The admission statement did not admit the intent last witnessed under this id."""
     context = intent.context
-    return {
-        "format": WITNESS_FORMAT,
-        "type": "intent_void",
-        "tenant_id": context.tenant_id,
-        "run_id": context.run_id,
-        "intent_id": intent.intent_id,
-        "status": status,
-    }
+    fields = {"intent_id": intent.intent_id, "status": status}
+    return _record("intent_void", context.tenant_id, context.run_id, fields)
 
 
 def entry_record(entry: JournalEntry) -> dict[str, Any]:
     """What the witness keeps of an entry just appended: enough to tell it was deleted,
     moved or rewritten."""
-    return {
-        "format": WITNESS_FORMAT,
-        "type": "entry",
-        "tenant_id": entry.tenant_id,
-        "run_id": entry.run_id,
-        "position": entry.position,
-        "prev_hash": entry.prev_hash,
-        "entry_hash": entry.entry_hash,
-        "kind": entry.kind,
-        "causal_id": entry.causal_id,
-        "intent_id": entry.intent_id,
-        "recorded_at": recorded_text(entry.recorded_at),
-    }
+    return _record(
+        "entry",
+        entry.tenant_id,
+        entry.run_id,
+        {
+            "position": entry.position,
+            "prev_hash": entry.prev_hash,
+            "entry_hash": entry.entry_hash,
+            "kind": entry.kind,
+            "causal_id": entry.causal_id,
+            "intent_id": entry.intent_id,
+            "recorded_at": recorded_text(entry.recorded_at),
+        },
+    )
 
 
 def checkpoint_record(checkpoint: Checkpoint) -> dict[str, Any]:

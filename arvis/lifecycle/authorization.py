@@ -37,7 +37,7 @@ from arvis.domain.payload import FrozenEffectPayload
 from arvis.domain.schemas import PayloadValidator
 from arvis.domain.states import ConfirmationState
 from arvis.lifecycle.policy.budgets import AmountProblem, BudgetCharge, Budgets
-from arvis.lifecycle.policy.policy import ToolPolicy
+from arvis.lifecycle.policy.policy import PolicyQuery, ToolPolicy
 from arvis.lifecycle.ports import ConfirmationRecord, DecisionHistory
 from arvis.tools.errors import CanonicalFormRefused
 from arvis.tools.plans import ToolPlan
@@ -229,12 +229,14 @@ class ToolAuthorizationService:
         except CanonicalFormRefused as exc:
             return refuse(DenialReason.PAYLOAD_INVALID, exc.message)
         decision = self.policy.evaluate(
-            context,
-            definition,
-            acted_on,
-            destination=request.plan.destination(request.tool),
-            attempt=history.next_attempt,
-            now=now,
+            PolicyQuery(
+                context,
+                definition,
+                acted_on,
+                destination=request.plan.destination(request.tool),
+                attempt=history.next_attempt,
+                now=now,
+            )
         )
         # -- end of the policy's input ---------------------------------------------------
         versions = {

@@ -18,7 +18,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from arvis.domain.ids import PlanId
-from arvis.store.admin import transaction
+from arvis.store.connections import translated
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class PgPlanStore:
         self._engine = engine
 
     async def save_plan(self, plan_id: PlanId, definitions: Sequence[dict[str, Any]]) -> None:
-        async with transaction(self._engine) as conn:
+        async with translated(self._engine, write=True) as conn:
             await conn.execute(
                 text(
                     "INSERT INTO tool_plans (plan_id, definitions) VALUES"
@@ -48,7 +48,7 @@ class PgPlanStore:
             )
 
     async def load_plan(self, plan_id: PlanId) -> list[dict[str, Any]] | None:
-        async with transaction(self._engine, write=False) as conn:
+        async with translated(self._engine, write=False) as conn:
             result = await conn.execute(
                 text("SELECT definitions FROM tool_plans WHERE plan_id = :p"), {"p": plan_id}
             )

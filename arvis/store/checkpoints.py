@@ -12,7 +12,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from arvis.domain.checkpoints import Checkpoint
-from arvis.store.admin import transaction
+from arvis.store.connections import translated
 
 _SAVE = text(
     "INSERT INTO run_checkpoints (tenant_id, run_id, length, head_hash, signed_at, key_id,"
@@ -34,7 +34,7 @@ class PgCheckpoints:
         self._engine = engine
 
     async def save_checkpoint(self, checkpoint: Checkpoint) -> None:
-        async with transaction(self._engine) as conn:
+        async with translated(self._engine, write=True) as conn:
             await conn.execute(
                 _SAVE,
                 {
@@ -50,5 +50,5 @@ class PgCheckpoints:
 
     async def flag_run(self, tenant_id: str, run_id: str, position: int, fault: str) -> None:
         """Keep, once, that the run's evidence was found broken at ``position`` (issue 23)."""
-        async with transaction(self._engine) as conn:
+        async with translated(self._engine, write=True) as conn:
             await conn.execute(_FLAG, {"t": tenant_id, "r": run_id, "p": position, "f": fault})

@@ -1,7 +1,7 @@
 """API keys on PostgreSQL. Each method is its own short statement.
 
 Keys are identity administration, not part of a governed effect: creating, listing
-and revoking them are administration (:mod:`arvis.store.admin`). Finding a key is on
+and revoking them are administration (:mod:`arvis.store.connections`). Finding a key is on
 every request's path, so the one lookup (:meth:`PgKeyStore.authenticated`, which
 the API, ``/mcp``, the console and the CLI all use) is one prepared statement on the
 lifecycle's pool.
@@ -24,14 +24,14 @@ from arvis.domain.apikeys import (
     secret_matches,
 )
 from arvis.domain.identity import Identity, Role
-from arvis.store.admin import transaction
+from arvis.store.connections import translated
 from arvis.store.operations import PgOperations
 
 ROLES: tuple[Role, ...] = ("agent", "approver", "auditor", "admin")
 __all__ = ["ROLES", "ApiKeyRecord", "PgKeyStore"]
 
 
-KEY_COLUMNS = (
+COLUMN_NAMES = (
     "tenant_id",
     "key_id",
     "principal",
@@ -41,7 +41,7 @@ KEY_COLUMNS = (
     "revoked_at",
     "groups",
 )
-_COLUMNS = ", ".join(KEY_COLUMNS)
+_COLUMNS = ", ".join(COLUMN_NAMES)
 
 
 _LOOKUP = f"SELECT {_COLUMNS} FROM api_keys WHERE key_id = %s"
@@ -69,7 +69,7 @@ class PgKeyStore:
         """A new key; the returned token is the only copy of its secret. ``groups`` are
         the approver groups it belongs to (issue 16)."""
         issued = issue_token()
-        async with transaction(self._engine) as conn:
+        async with translated(self._engine, write=True) as conn:
             row = (
                 (
                     await conn.execute(
@@ -96,7 +96,7 @@ class PgKeyStore:
     async def get(self, key_id: str) -> ApiKeyRecord | None:
         """The key ``key_id`` as stored (revoked or not), or None."""
         found = await self._pool.query_one(_LOOKUP, (key_id,))
-        return None if found is None else _record(dict(zip(KEY_COLUMNS, found, strict=True)))
+        return None if found is None else _record(dict(zip(COLUMN_NAMES, found, strict=True)))
 
     async def authenticated(self, token: str | None) -> Identity | None:
         """Who a bearer token is, or None: missing, malformed, unknown, wrong secret or
@@ -112,7 +112,7 @@ class PgKeyStore:
         return record.identity()
 
     async def list(self, tenant_id: str | None = None) -> list[ApiKeyRecord]:
-        async with transaction(self._engine, write=False) as conn:
+        async with translated(self._engine, write=False) as conn:
             rows = (
                 (
                     await conn.execute(
@@ -131,7 +131,7 @@ class PgKeyStore:
 
     async def revoke(self, key_id: str, tenant_id: str | None = None) -> bool:
         """Revoke a key (of ``tenant_id`` when given); False when there is no such live key."""
-        async with transaction(self._engine) as conn:
+        async with translated(self._engine, write=True) as conn:
             result = await conn.execute(
                 text(
                     "UPDATE api_keys SET revoked_at = now() WHERE key_id = :k"
@@ -143,13 +143,9 @@ class PgKeyStore:
 
 
 def _record(data: Mapping[str, Any] | RowMapping) -> ApiKeyRecord:
+    same = ("tenant_id", "key_id", "principal", "secret_hash", "created_at", "revoked_at")
     return ApiKeyRecord(
-        tenant_id=data["tenant_id"],
-        key_id=data["key_id"],
-        principal=data["principal"],
+        **{name: data[name] for name in same},
         roles=tuple(data["roles"]),
-        secret_hash=data["secret_hash"],
-        created_at=data["created_at"],
-        revoked_at=data["revoked_at"],
         groups=tuple(data.get("groups") or ()),
     )

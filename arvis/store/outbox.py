@@ -5,7 +5,7 @@ and settles them for :class:`arvis.lifecycle.consent.notify.NotificationDelivere
 moves the rows' next attempt past the time their delivery may take, in one short
 statement (``FOR UPDATE SKIP LOCKED``: concurrent deliverers take different rows),
 so no transaction is open while a webhook is posted. Its statements are administration
-(:mod:`arvis.store.admin`), off the governed path's pool.
+(:mod:`arvis.store.connections`), off the governed path's pool.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from arvis.lifecycle.consent.notify import OutboxEvent
-from arvis.store.admin import transaction
+from arvis.store.connections import translated
 
 CLAIM_SQL = text(
     "UPDATE notify_outbox o SET next_attempt_at = now() + make_interval(secs => :hold)"
@@ -57,7 +57,7 @@ class PgOutbox:
         self._engine = engine
 
     async def claim(self, *, limit: int, hold_s: float) -> list[OutboxEvent]:
-        async with transaction(self._engine) as conn:
+        async with translated(self._engine, write=True) as conn:
             rows = (await conn.execute(CLAIM_SQL, {"hold": hold_s, "n": limit})).mappings().all()
         return [
             OutboxEvent(**{**row, "delivered_to": tuple(row["delivered_to"])})
@@ -74,7 +74,7 @@ class PgOutbox:
         max_attempts: int,
         error: str | None,
     ) -> None:
-        async with transaction(self._engine) as conn:
+        async with translated(self._engine, write=True) as conn:
             await conn.execute(
                 SETTLE_SQL,
                 {
@@ -92,12 +92,12 @@ class PgOutbox:
         self, *, state: str | None = None, tenant_id: str | None = None, limit: int = 100
     ) -> list[dict[str, Any]]:
         """Events for an operator's view, newest first."""
-        async with transaction(self._engine, write=False) as conn:
+        async with translated(self._engine, write=False) as conn:
             result = await conn.execute(LIST_SQL, {"s": state, "t": tenant_id, "n": limit})
             return [dict(row) for row in result.mappings().all()]
 
     async def retry_dead(self, *, tenant_id: str | None = None) -> int:
         """Give DEAD events a fresh round of attempts (after the receiver is fixed)."""
-        async with transaction(self._engine) as conn:
+        async with translated(self._engine, write=True) as conn:
             result = await conn.execute(RETRY_SQL, {"t": tenant_id})
         return int(result.rowcount)

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg.rows import dict_row, tuple_row
@@ -102,6 +102,8 @@ _UNCERTAIN = (
     " AND r.attempt = %s AND r.run_id = %s"
 )
 
+T = TypeVar("T")
+
 
 # The last activity is the latest entry's time: position journal_length, by the key.
 _RUNS = (
@@ -155,22 +157,28 @@ _BUDGET_USAGE = (
 )
 
 
+# Columns a confirmation record takes under their own names.
+_CONFIRMATION_FIELDS = (
+    "confirmation_id",
+    "tenant_id",
+    "run_id",
+    "causal_id",
+    "idempotency_key",
+    "tool",
+    "payload",
+    "context",
+    "decided_by",
+    "decided_at",
+    "expires_at",
+    "created_at",
+)
+
+
 def confirmation_from(row: Mapping[str, Any]) -> ConfirmationRecord:
     return ConfirmationRecord(
-        confirmation_id=row["confirmation_id"],
-        tenant_id=row["tenant_id"],
-        run_id=row["run_id"],
-        causal_id=row["causal_id"],
-        idempotency_key=row["idempotency_key"],
-        tool=row["tool"],
-        payload=row["payload"],
+        **{name: row[name] for name in _CONFIRMATION_FIELDS},
         state=ConfirmationState(row["state"]),
-        context=row["context"],
-        decided_by=row["decided_by"],
         decision_reason=row["reason"],
-        decided_at=row["decided_at"],
-        expires_at=row["expires_at"],
-        created_at=row["created_at"],
         approver_groups=tuple(row.get("approver_groups") or ()),
         quorum=row.get("quorum") or 1,
         definition_fingerprint=row.get("definition_fingerprint"),
@@ -187,19 +195,24 @@ class PgReads:
     def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
         self._conn = conn
 
-    async def run(self, tenant_id: TenantId, run_id: RunId) -> RunRecord | None:
+    async def _one(
+        self, sql: str, params: tuple[Any, ...], build: Callable[[dict[str, Any]], T]
+    ) -> T | None:
+        """The one row ``sql`` finds, built, or None."""
         cursor = self._conn.cursor(row_factory=dict_row)
-        await cursor.execute(_RUN, (tenant_id, run_id))
+        await cursor.execute(sql, params)
         row = await cursor.fetchone()
-        return None if row is None else RunRecord(**row)
+        return None if row is None else build(row)
+
+    async def run(self, tenant_id: TenantId, run_id: RunId) -> RunRecord | None:
+        return await self._one(_RUN, (tenant_id, run_id), lambda row: RunRecord(**row))
 
     async def entry_at(
         self, tenant_id: TenantId, run_id: RunId, position: int
     ) -> JournalEntry | None:
-        cursor = self._conn.cursor(row_factory=dict_row)
-        await cursor.execute(_ENTRY_AT, (tenant_id, run_id, position))
-        row = await cursor.fetchone()
-        return None if row is None else JournalEntry(**row)
+        return await self._one(
+            _ENTRY_AT, (tenant_id, run_id, position), lambda row: JournalEntry(**row)
+        )
 
     async def page(
         self, tenant_id: TenantId, run_id: RunId, after: int, limit: int
@@ -240,10 +253,7 @@ class PgReads:
     async def confirmation(
         self, tenant_id: TenantId, confirmation_id: ConfirmationId
     ) -> ConfirmationRecord | None:
-        cursor = self._conn.cursor(row_factory=dict_row)
-        await cursor.execute(_CONFIRMATION, (tenant_id, confirmation_id))
-        row = await cursor.fetchone()
-        return None if row is None else confirmation_from(row)
+        return await self._one(_CONFIRMATION, (tenant_id, confirmation_id), confirmation_from)
 
     async def confirmations(
         self, tenant_id: TenantId, state: ConfirmationState | None, limit: int, after: str | None
@@ -256,18 +266,14 @@ class PgReads:
     async def attempt_entry(
         self, tenant_id: TenantId, run_id: RunId, key: str, attempt: int
     ) -> JournalEntry | None:
-        cursor = self._conn.cursor(row_factory=dict_row)
-        await cursor.execute(_ATTEMPT_ENTRY, (key, attempt, tenant_id, run_id))
-        row = await cursor.fetchone()
-        return None if row is None else JournalEntry(**row)
+        return await self._one(
+            _ATTEMPT_ENTRY, (key, attempt, tenant_id, run_id), lambda row: JournalEntry(**row)
+        )
 
     async def uncertain(
         self, tenant_id: TenantId, run_id: RunId, key: str, attempt: int
     ) -> UncertainAttempt | None:
-        cursor = self._conn.cursor(row_factory=dict_row)
-        await cursor.execute(_UNCERTAIN, (tenant_id, key, attempt, run_id))
-        row = await cursor.fetchone()
-        return None if row is None else uncertain_from(row)
+        return await self._one(_UNCERTAIN, (tenant_id, key, attempt, run_id), uncertain_from)
 
     async def budget_usage(
         self, tenant_id: TenantId, windows: Sequence[tuple[str, datetime]]

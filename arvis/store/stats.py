@@ -6,7 +6,7 @@ from __future__ import annotations
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from arvis.store.admin import transaction
+from arvis.store.connections import translated
 from arvis.store.errors import StoreUnavailable
 
 
@@ -32,5 +32,5 @@ class PgStats:
         return await self._count("SELECT count(*) FROM runs WHERE evidence_broken_at IS NOT NULL")
 
     async def _count(self, statement: str) -> int:
-        async with transaction(self._engine, write=False) as conn:
+        async with translated(self._engine, write=False) as conn:
             return int((await conn.execute(text(statement))).scalar_one())

@@ -10,6 +10,9 @@ no differences).
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -28,6 +31,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.types import TypeEngine
 
 metadata = MetaData(
     naming_convention={
@@ -58,6 +62,29 @@ def _in(column: str, values: tuple[str, ...]) -> str:
     return f"{column} IN ({', '.join(repr(v) for v in values)})"
 
 
+def _texts(*names: str) -> list[Column[str]]:
+    """Required text columns, in this order."""
+    return [Column(name, Text, nullable=False) for name in names]
+
+
+def _at(name: str, *, now: bool = False, required: bool = True) -> Column[datetime]:
+    """A timestamp with time zone; ``now``: defaulted to the writing transaction's time."""
+    default = text("now()") if now else None
+    return Column(name, DateTime(timezone=True), nullable=not required, server_default=default)
+
+
+def _defaulted(
+    name: str, type_: type[TypeEngine[Any]] | TypeEngine[Any], default: str
+) -> Column[Any]:
+    """A required column the database fills with ``default`` (SQL) when a write omits it."""
+    return Column(name, type_, nullable=False, server_default=text(default))
+
+
+def _of_run() -> ForeignKeyConstraint:
+    """A row that belongs to one run of its tenant."""
+    return ForeignKeyConstraint(["tenant_id", "run_id"], ["runs.tenant_id", "runs.run_id"])
+
+
 def _tenant_check() -> CheckConstraint:
     return CheckConstraint("tenant_id <> ''", name="tenant_present")
 
@@ -67,9 +94,9 @@ def _tenant_check() -> CheckConstraint:
 tool_plans = Table(
     "tool_plans",
     metadata,
-    Column("plan_id", Text, nullable=False),
+    *_texts("plan_id"),
     Column("definitions", JSONB, nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    _at("created_at", now=True),
     PrimaryKeyConstraint("plan_id"),
     CheckConstraint("length(plan_id) = 64", name="plan_id_digest"),
 )
@@ -77,16 +104,14 @@ tool_plans = Table(
 runs = Table(
     "runs",
     metadata,
-    Column("tenant_id", Text, nullable=False),
-    Column("run_id", Text, nullable=False),
-    Column("plan_id", Text, nullable=False),
-    Column("journal_length", BigInteger, nullable=False, server_default=text("0")),
-    Column("journal_head", Text, nullable=False),
+    *_texts("tenant_id", "run_id", "plan_id"),
+    _defaulted("journal_length", BigInteger, "0"),
+    *_texts("journal_head"),
     # Receipt positions count per run (revision 0005): the next is receipts + 1.
-    Column("receipts", BigInteger, nullable=False, server_default=text("0")),
-    Column("audit_incomplete", Boolean, nullable=False, server_default=text("false")),
+    _defaulted("receipts", BigInteger, "0"),
+    _defaulted("audit_incomplete", Boolean, "false"),
     Column("audit_incomplete_reason", Text),
-    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    _at("created_at", now=True),
     # The principal the run is bound to (revision 0010): its first syscall's. NULL only
     # for a run from before it that recorded no principal anywhere; its next syscall
     # binds it. The key of a later binding (an actor beside the principal) goes here too.
@@ -108,17 +133,12 @@ runs = Table(
 decisions = Table(
     "decisions",
     metadata,
-    Column("tenant_id", Text, nullable=False),
-    Column("run_id", Text, nullable=False),
-    Column("causal_id", Text, nullable=False),
-    Column("idempotency_key", Text, nullable=False),
-    Column("tool", Text, nullable=False),
-    Column("payload_digest", Text, nullable=False),
+    *_texts("tenant_id", "run_id", "causal_id", "idempotency_key", "tool", "payload_digest"),
     # NULL only for decisions refused before revision 0005 (their payload was not kept).
     Column("payload", JSONB),
-    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    _at("created_at", now=True),
     PrimaryKeyConstraint("tenant_id", "run_id", "causal_id"),
-    ForeignKeyConstraint(["tenant_id", "run_id"], ["runs.tenant_id", "runs.run_id"]),
+    _of_run(),
     _tenant_check(),
 )
 
@@ -129,24 +149,17 @@ decisions = Table(
 attempts = Table(
     "attempts",
     metadata,
-    Column("tenant_id", Text, nullable=False),
-    Column("idempotency_key", Text, nullable=False),
+    *_texts("tenant_id", "idempotency_key"),
     Column("attempt", Integer, nullable=False),
-    Column("run_id", Text, nullable=False),
-    Column("causal_id", Text, nullable=False),
-    Column("tool", Text, nullable=False),
-    Column("plan_id", Text, nullable=False),
-    Column("intent_id", Text, nullable=False),
-    Column("capability_id", Text, nullable=False),
-    Column("commitment", Text, nullable=False),
+    *_texts("run_id", "causal_id", "tool", "plan_id", "intent_id", "capability_id", "commitment"),
     Column("receipt_position", BigInteger, nullable=False),
     Column("context", JSONB, nullable=False),
     # The lease name of the process that admitted it (DESIGN §6).
-    Column("owner", Text, nullable=False),
+    *_texts("owner"),
     Column("confirmation_id", Text),
-    Column("admitted_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    _at("admitted_at", now=True),
     # The tool reported that its effect started (DESIGN §1, EFFECT_STARTED).
-    Column("started_at", DateTime(timezone=True)),
+    _at("started_at", required=False),
     # Which policy authorized it, and what it was charged to each budget (revision
     # 0007): the settling entry records the one and gives back the other.
     Column("policy", JSONB),
@@ -163,35 +176,37 @@ attempts = Table(
 confirmations = Table(
     "confirmations",
     metadata,
-    Column("tenant_id", Text, nullable=False),
-    Column("confirmation_id", Text, nullable=False),
-    Column("run_id", Text, nullable=False),
-    Column("causal_id", Text, nullable=False),
-    Column("idempotency_key", Text, nullable=False),
-    Column("tool", Text, nullable=False),
-    Column("payload_digest", Text, nullable=False),
+    *_texts(
+        "tenant_id",
+        "confirmation_id",
+        "run_id",
+        "causal_id",
+        "idempotency_key",
+        "tool",
+        "payload_digest",
+    ),
     Column("payload", JSONB, nullable=False),
-    Column("state", Text, nullable=False),
+    *_texts("state"),
     Column("context", JSONB, nullable=False),
     Column("decided_by", Text),
     Column("decision_reason", Text),
-    Column("expires_at", DateTime(timezone=True), nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
-    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
-    Column("decided_at", DateTime(timezone=True)),
+    _at("expires_at"),
+    _at("created_at", now=True),
+    _at("updated_at", now=True),
+    _at("decided_at", required=False),
     # The terms frozen when consent was asked (revision 0006): who may approve, how
     # many must, and what the approval is for (re-checked at the moment of use).
-    Column("approver_groups", ARRAY(Text), nullable=False, server_default=text("'{}'")),
-    Column("quorum", Integer, nullable=False, server_default=text("1")),
+    _defaulted("approver_groups", ARRAY(Text), "'{}'"),
+    _defaulted("quorum", Integer, "1"),
     Column("definition_fingerprint", Text),
     Column("policy_digest", Text),
     # The round of approval (revision 0010): a resolution as not started of an attempt
     # that used the consent up opens the next, under the same terms, at renewed_at.
-    Column("round", Integer, nullable=False, server_default=text("1")),
-    Column("renewed_at", DateTime(timezone=True)),
+    _defaulted("round", Integer, "1"),
+    _at("renewed_at", required=False),
     PrimaryKeyConstraint("tenant_id", "confirmation_id"),
     UniqueConstraint("idempotency_key", "tenant_id"),
-    ForeignKeyConstraint(["tenant_id", "run_id"], ["runs.tenant_id", "runs.run_id"]),
+    _of_run(),
     _tenant_check(),
     CheckConstraint(_in("state", CONFIRMATION_STATES), name="state_known"),
     CheckConstraint("quorum >= 1", name="quorum_positive"),
@@ -213,14 +228,12 @@ confirmations = Table(
 confirmation_approvals = Table(
     "confirmation_approvals",
     metadata,
-    Column("tenant_id", Text, nullable=False),
-    Column("confirmation_id", Text, nullable=False),
-    Column("round", Integer, nullable=False, server_default=text("1")),
-    Column("principal_id", Text, nullable=False),
-    Column("auth_method", Text, nullable=False),
+    *_texts("tenant_id", "confirmation_id"),
+    _defaulted("round", Integer, "1"),
+    *_texts("principal_id", "auth_method"),
     Column("key_id", Text),
-    Column("groups", ARRAY(Text), nullable=False, server_default=text("'{}'")),
-    Column("decided_at", DateTime(timezone=True), nullable=False),
+    _defaulted("groups", ARRAY(Text), "'{}'"),
+    _at("decided_at"),
     Column("position", BigInteger, nullable=False),
     PrimaryKeyConstraint("tenant_id", "confirmation_id", "round", "principal_id"),
     ForeignKeyConstraint(
@@ -233,24 +246,19 @@ confirmation_approvals = Table(
 journal_entries = Table(
     "journal_entries",
     metadata,
-    Column("tenant_id", Text, nullable=False),
-    Column("run_id", Text, nullable=False),
+    *_texts("tenant_id", "run_id"),
     Column("position", BigInteger, nullable=False),
-    Column("kind", Text, nullable=False),
-    Column("causal_id", Text, nullable=False),
-    Column("idempotency_key", Text, nullable=False),
+    *_texts("kind", "causal_id", "idempotency_key"),
     Column("attempt", Integer),
     Column("intent_id", Text),
     Column("boundary", Text),
     # The attempt's retry advice, for the retry table (revision 0005).
-    Column("retryable", Boolean, nullable=False, server_default=text("false")),
+    _defaulted("retryable", Boolean, "false"),
     # The canonical (RFC 8785) body text, byte for byte what the chain hashes.
-    Column("body", Text, nullable=False),
-    Column("prev_hash", Text, nullable=False),
-    Column("entry_hash", Text, nullable=False),
-    Column("recorded_at", DateTime(timezone=True), nullable=False),
+    *_texts("body", "prev_hash", "entry_hash"),
+    _at("recorded_at"),
     PrimaryKeyConstraint("tenant_id", "run_id", "position"),
-    ForeignKeyConstraint(["tenant_id", "run_id"], ["runs.tenant_id", "runs.run_id"]),
+    _of_run(),
     _tenant_check(),
     CheckConstraint("position >= 1", name="position_positive"),
     CheckConstraint(_in("kind", JOURNAL_KINDS), name="kind_known"),
@@ -272,21 +280,19 @@ journal_entries = Table(
 resolutions = Table(
     "resolutions",
     metadata,
-    Column("tenant_id", Text, nullable=False),
-    Column("idempotency_key", Text, nullable=False),
+    *_texts("tenant_id", "idempotency_key"),
     Column("attempt", Integer, nullable=False),
-    Column("run_id", Text, nullable=False),
-    Column("causal_id", Text, nullable=False),
+    *_texts("run_id", "causal_id"),
     Column("uncertain_position", BigInteger, nullable=False),
     Column("boundary", Text),
     Column("position", BigInteger),
     Column("resolved_by", Text),
-    Column("resolved_at", DateTime(timezone=True)),
+    _at("resolved_at", required=False),
     # Reconcile hooks asked so far, and when to ask next (with backoff).
-    Column("asks", Integer, nullable=False, server_default=text("0")),
-    Column("next_ask_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    _defaulted("asks", Integer, "0"),
+    _at("next_ask_at", now=True),
     PrimaryKeyConstraint("tenant_id", "idempotency_key", "attempt"),
-    ForeignKeyConstraint(["tenant_id", "run_id"], ["runs.tenant_id", "runs.run_id"]),
+    _of_run(),
     _tenant_check(),
     CheckConstraint(
         "boundary IS NULL OR boundary IN ('EFFECT_COMPLETED', 'EFFECT_FAILED',"
@@ -301,19 +307,15 @@ resolutions = Table(
 notify_outbox = Table(
     "notify_outbox",
     metadata,
-    Column("tenant_id", Text, nullable=False),
-    Column("event_id", Text, nullable=False),
-    Column("event_type", Text, nullable=False),
+    *_texts("tenant_id", "event_id", "event_type"),
     Column("subject", JSONB, nullable=False),
-    Column("occurred_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
-    Column("state", Text, nullable=False, server_default=text("'PENDING'")),
-    Column("attempts", Integer, nullable=False, server_default=text("0")),
-    Column(
-        "next_attempt_at", DateTime(timezone=True), nullable=False, server_default=text("now()")
-    ),
-    Column("delivered_to", ARRAY(Text), nullable=False, server_default=text("'{}'")),
+    _at("occurred_at", now=True),
+    _defaulted("state", Text, "'PENDING'"),
+    _defaulted("attempts", Integer, "0"),
+    _at("next_attempt_at", now=True),
+    _defaulted("delivered_to", ARRAY(Text), "'{}'"),
     Column("last_error", Text),
-    Column("delivered_at", DateTime(timezone=True)),
+    _at("delivered_at", required=False),
     PrimaryKeyConstraint("tenant_id", "event_id"),
     _tenant_check(),
     CheckConstraint(_in("state", OUTBOX_STATES), name="state_known"),
@@ -327,11 +329,11 @@ notify_outbox = Table(
 instance_leases = Table(
     "instance_leases",
     metadata,
-    Column("instance_id", Text, nullable=False),
-    Column("started_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
-    Column("last_beat_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
-    Column("expires_at", DateTime(timezone=True), nullable=False),
-    Column("released", Boolean, nullable=False, server_default=text("false")),
+    *_texts("instance_id"),
+    _at("started_at", now=True),
+    _at("last_beat_at", now=True),
+    _at("expires_at"),
+    _defaulted("released", Boolean, "false"),
     # The random token of the process that holds this name (see revision 0004).
     Column("holder", Text),
     PrimaryKeyConstraint("instance_id"),
@@ -341,15 +343,13 @@ instance_leases = Table(
 api_keys = Table(
     "api_keys",
     metadata,
-    Column("tenant_id", Text, nullable=False),
-    Column("key_id", Text, nullable=False),
-    Column("principal", Text, nullable=False),
+    *_texts("tenant_id", "key_id", "principal"),
     Column("roles", ARRAY(Text), nullable=False),
-    Column("secret_hash", Text, nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
-    Column("revoked_at", DateTime(timezone=True)),
+    *_texts("secret_hash"),
+    _at("created_at", now=True),
+    _at("revoked_at", required=False),
     # Approver groups (revision 0006): who may approve which tool (issue 16).
-    Column("groups", ARRAY(Text), nullable=False, server_default=text("'{}'")),
+    _defaulted("groups", ARRAY(Text), "'{}'"),
     PrimaryKeyConstraint("tenant_id", "key_id"),
     UniqueConstraint("key_id"),
     _tenant_check(),
@@ -366,13 +366,12 @@ api_keys = Table(
 budget_usage = Table(
     "budget_usage",
     metadata,
-    Column("tenant_id", Text, nullable=False),
-    Column("budget", Text, nullable=False),
+    *_texts("tenant_id", "budget"),
     # The scope within the tenant as canonical JSON: {} or {"principal": …, "tool": …}.
-    Column("scope_key", Text, nullable=False),
-    Column("window_start", DateTime(timezone=True), nullable=False),
-    Column("used", Numeric, nullable=False, server_default=text("0")),
-    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    *_texts("scope_key"),
+    _at("window_start"),
+    _defaulted("used", Numeric, "0"),
+    _at("updated_at", now=True),
     PrimaryKeyConstraint("tenant_id", "budget", "scope_key", "window_start"),
     _tenant_check(),
     CheckConstraint("used >= 0", name="used_natural"),
@@ -385,15 +384,13 @@ budget_usage = Table(
 run_checkpoints = Table(
     "run_checkpoints",
     metadata,
-    Column("tenant_id", Text, nullable=False),
-    Column("run_id", Text, nullable=False),
+    *_texts("tenant_id", "run_id"),
     Column("length", BigInteger, nullable=False),
-    Column("head_hash", Text, nullable=False),
-    Column("signed_at", DateTime(timezone=True), nullable=False),
-    Column("key_id", Text, nullable=False),
-    Column("signature", Text, nullable=False),
+    *_texts("head_hash"),
+    _at("signed_at"),
+    *_texts("key_id", "signature"),
     PrimaryKeyConstraint("tenant_id", "run_id", "length"),
-    ForeignKeyConstraint(["tenant_id", "run_id"], ["runs.tenant_id", "runs.run_id"]),
+    _of_run(),
     _tenant_check(),
     CheckConstraint("length >= 1", name="length_positive"),
 )
@@ -404,11 +401,9 @@ run_checkpoints = Table(
 console_sessions = Table(
     "console_sessions",
     metadata,
-    Column("tenant_id", Text, nullable=False),
-    Column("token_hash", Text, nullable=False),
-    Column("key_id", Text, nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
-    Column("expires_at", DateTime(timezone=True), nullable=False),
+    *_texts("tenant_id", "token_hash", "key_id"),
+    _at("created_at", now=True),
+    _at("expires_at"),
     PrimaryKeyConstraint("tenant_id", "token_hash"),
     # The cookie names no tenant: found by its digest alone (a plain index, no key
     # across tenants; a random 256-bit token's digest does not collide).

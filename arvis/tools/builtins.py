@@ -144,14 +144,9 @@ class _FileTool(_Builtin):
         return {**value, "path": canonical_path(self.sandbox_dir, value.get("path"))}
 
 
-def _path(invocation: ToolInvocation) -> object:
+def _field(invocation: ToolInvocation, name: str, default: object = None) -> object:
     payload = invocation.payload.value
-    return payload.get("path") if isinstance(payload, dict) else None
-
-
-def _field(invocation: ToolInvocation, name: str) -> str:
-    payload = invocation.payload.value
-    return str(payload.get(name, "")) if isinstance(payload, dict) else ""
+    return payload.get(name, default) if isinstance(payload, dict) else default
 
 
 def _refused(exc: FileRefusal) -> ToolResult:
@@ -195,7 +190,7 @@ class FilesReadTool(_FileTool):
     definition = FILES_READ
 
     async def execute(self, invocation: ToolInvocation, reporter: Reporter) -> ToolResult:
-        raw = _path(invocation)
+        raw = _field(invocation, "path")
         try:
             data = await asyncio.to_thread(_read, self.sandbox_dir, raw)
         except FileRefusal as exc:
@@ -246,8 +241,8 @@ class FilesWriteTool(_FileTool):
     definition = FILES_WRITE
 
     async def execute(self, invocation: ToolInvocation, reporter: Reporter) -> ToolResult:
-        raw = _path(invocation)
-        data = _field(invocation, "content").encode("utf-8")
+        raw = _field(invocation, "path")
+        data = str(_field(invocation, "content", "")).encode("utf-8")
         try:
             staged = await _run_to_completion(
                 functools.partial(_stage, self.sandbox_dir, raw, data), on_late=_Staged.discard
@@ -255,29 +250,15 @@ class FilesWriteTool(_FileTool):
         except FileRefusal as exc:
             return _refused(exc)
         except OSError:
-            raise ToolExecutionError(
-                invocation.call_id,
-                effect_started=False,
-                retryable=True,
-                code="io_error",
-                message=f"could not stage the new content of {shown(raw)}",
-            ) from None
-        try:
-            # The replace is the point of no return: before it, the target is untouched.
-            await reporter.effect_started(invocation.call_id)
-        except BaseException:
-            staged.discard()
-            raise
+            message = f"could not stage the new content of {shown(raw)}"
+            raise _io_error(invocation, message, started=False, retryable=True) from None
+        # The replace is the point of no return: before it, the target is untouched.
+        await _start(invocation, reporter, staged.discard)
         try:
             await _run_to_completion(staged.commit)
         except OSError:
-            raise ToolExecutionError(
-                invocation.call_id,
-                effect_started=True,
-                retryable=True,
-                code="io_error",
-                message=f"could not replace {shown(raw)}",
-            ) from None
+            message = f"could not replace {shown(raw)}"
+            raise _io_error(invocation, message, started=True, retryable=True) from None
         return ToolResult.ok({"path": str(raw), "bytes": len(data)})
 
 
@@ -328,11 +309,7 @@ def _write_temp(directory: int, data: bytes) -> str:
         except FileExistsError:
             continue
         try:
-            try:
-                _write_all(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            _write_synced(fd, data)
         except BaseException:
             os.unlink(temp, dir_fd=directory)
             raise
@@ -340,18 +317,46 @@ def _write_temp(directory: int, data: bytes) -> str:
     raise FileExistsError(f"no free temporary name in {directory}")
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+def _write_synced(fd: int, data: bytes) -> None:
+    """Write and sync ``data``; the descriptor is this function's to close."""
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+async def _start(
+    invocation: ToolInvocation, reporter: Reporter, release: Callable[[], object]
+) -> None:
+    """Report the point of no return; if that fails, ``release`` what was prepared."""
+    try:
+        await reporter.effect_started(invocation.call_id)
+    except BaseException:
+        release()
+        raise
+
+
+def _io_error(
+    invocation: ToolInvocation, message: str, *, started: bool | None, retryable: bool
+) -> ToolExecutionError:
+    return ToolExecutionError(
+        invocation.call_id,
+        effect_started=started,
+        retryable=retryable,
+        code="io_error",
+        message=message,
+    )
 
 
 class FilesAppendTool(_FileTool):
     definition = FILES_APPEND
 
     async def execute(self, invocation: ToolInvocation, reporter: Reporter) -> ToolResult:
-        raw = _path(invocation)
-        data = (_field(invocation, "line") + "\n").encode("utf-8")
+        raw = _field(invocation, "path")
+        data = (str(_field(invocation, "line", "")) + "\n").encode("utf-8")
         try:
             fd = await _run_to_completion(
                 functools.partial(_open_for_append, self.sandbox_dir, raw), on_late=os.close
@@ -360,22 +365,13 @@ class FilesAppendTool(_FileTool):
             return _refused(exc)
         except OSError:
             return ToolResult.fail("io_error", f"could not open {shown(raw)}", effect_started=False)
+        await _start(invocation, reporter, functools.partial(os.close, fd))
         try:
-            await reporter.effect_started(invocation.call_id)
-        except BaseException:
-            os.close(fd)
-            raise
-        try:
-            await _run_to_completion(functools.partial(_append, fd, data))
+            await _run_to_completion(functools.partial(_write_synced, fd, data))
         except OSError:
             # A short write may have landed part of the line: nobody can say.
-            raise ToolExecutionError(
-                invocation.call_id,
-                effect_started=None,
-                retryable=False,
-                code="io_error",
-                message=f"appending to {shown(raw)} failed part-way",
-            ) from None
+            message = f"appending to {shown(raw)} failed part-way"
+            raise _io_error(invocation, message, started=None, retryable=False) from None
         return ToolResult.ok({"path": str(raw), "bytes": len(data)})
 
 
@@ -388,15 +384,6 @@ def _open_for_append(sandbox: Path, raw: object) -> int:
         return open_entry(directory, target.name, raw, flags)
     finally:
         os.close(directory)
-
-
-def _append(fd: int, data: bytes) -> None:
-    """Write and sync ``data``; the descriptor is this function's to close."""
-    try:
-        _write_all(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def builtin_tools(sandbox_dir: Path) -> list[Tool]:

@@ -197,12 +197,9 @@ def classify_error(
 ) -> ToolFailure:
     """Check a typed error against every rule of DESIGN §3, in a fixed order."""
     started = reporter.started
-    if reporter.violation is not None:
-        return untrusted(definition, reporter.violation, started=started)
-    if exc.call_id != reporter.call_id:
-        return untrusted(definition, "call_id_mismatch", started=started)
-    if _hides_second_error(exc):
-        return untrusted(definition, "hidden_second_error", started=started)
+    breach = _breach(reporter, exc, exc.call_id)
+    if breach is not None:
+        return untrusted(definition, breach, started=started)
     if definition.read_only and exc.effect_started is None:
         return untrusted(definition, "read_only_uncertain")
     if started and exc.effect_started is False:
@@ -233,12 +230,20 @@ def classify_error(
 def classify_untyped(
     definition: ToolDefinition, reporter: CallReporter, exc: Exception
 ) -> ToolFailure:
-    started = reporter.started
+    breach = _breach(reporter, exc) or "tool_crashed"
+    return untrusted(definition, breach, started=reporter.started)
+
+
+def _breach(reporter: CallReporter, exc: Exception, call_id: str | None = None) -> str | None:
+    """The first rule a failed call broke before its error can be believed, or None:
+    a reporting violation, another call's id (``call_id``), a hidden second error."""
     if reporter.violation is not None:
-        return untrusted(definition, reporter.violation, started=started)
+        return reporter.violation
+    if call_id is not None and call_id != reporter.call_id:
+        return "call_id_mismatch"
     if _hides_second_error(exc):
-        return untrusted(definition, "hidden_second_error", started=started)
-    return untrusted(definition, "tool_crashed", started=started)
+        return "hidden_second_error"
+    return None
 
 
 def classify_return(

@@ -90,7 +90,6 @@ from typing import Any
 
 import httpx
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     ValidationError,
@@ -103,17 +102,29 @@ from arvis.domain.definitions import Effect, ReplaySafety, ToolDefinition
 from arvis.domain.errors import DefinitionError
 from arvis.tools.base import Reconcile, Reconciliation, Reporter, ToolInvocation, ToolResult
 from arvis.tools.remote import (
+    HTTP_KIND,
     TRANSPORT_HEADERS,
+    HeaderFields,
+    HeaderRules,
     RemoteOutcomes,
-    check_env_headers,
-    check_plain_headers,
+    check_declared,
     read_env_headers,
 )
 
 _URL_UNSAFE = re.compile(r"[\s\x00-\x1f\x7f\\]")
 # Headers ARVIS sets itself (W3C Trace Context belongs to the call's tracing), or
 # that belong to the transport.
-_RESERVED = TRANSPORT_HEADERS | {"idempotency-key", "traceparent", "tracestate"}
+_HEADERS = HeaderRules(
+    TRANSPORT_HEADERS | {"idempotency-key", "traceparent", "tracestate"}, owner="ARVIS"
+)
+# What of an entry is the tool's definition; the rest says how to reach it.
+_DEFINITION_FIELDS = set(
+    ("name", "description", "input_schema", "effect", "replay_safety", "capabilities")
+)
+_NOT_AN_ERROR = (
+    "is not an error status (400-599): only an error answer can be declared to mean "
+    "the effect did not start"
+)
 
 
 def check_endpoint(url: str) -> str:
@@ -137,10 +148,11 @@ def check_endpoint(url: str) -> str:
     return url
 
 
-class HttpToolConfig(BaseModel):
+class HttpToolConfig(HeaderFields):
     """One ``[[tools.http]]`` entry."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+    header_rules = _HEADERS
 
     name: str
     description: str
@@ -151,10 +163,6 @@ class HttpToolConfig(BaseModel):
     capabilities: list[str] = Field(default_factory=list)
     input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
     timeout_s: float = Field(default=10.0, gt=0, le=600)
-    headers: dict[str, str] = Field(default_factory=dict)
-    """Plain headers; a credential here is refused (use ``headers_env``)."""
-    headers_env: dict[str, str] = Field(default_factory=dict)
-    """Header name → environment variable holding its value, read at start-up."""
     reconcile_url: str | None = Field(default=None, pattern=r"^https?://")
     """Asked about uncertain calls; same scheme, host and port as ``url``."""
     not_started_statuses: list[int] = Field(default_factory=list)
@@ -182,28 +190,12 @@ class HttpToolConfig(BaseModel):
                 )
         return url
 
-    @field_validator("headers")
-    @classmethod
-    def _plain_headers(cls, headers: dict[str, str]) -> dict[str, str]:
-        return check_plain_headers(headers, _RESERVED, "ARVIS")
-
-    @field_validator("headers_env")
-    @classmethod
-    def _env_headers(cls, headers_env: dict[str, str], info: ValidationInfo) -> dict[str, str]:
-        return check_env_headers(headers_env, info.data.get("headers", {}), _RESERVED, "ARVIS")
-
     @field_validator("not_started_statuses")
     @classmethod
     def _declared_statuses(cls, statuses: list[int]) -> list[int]:
-        for status in statuses:
-            if not 400 <= status <= 599:
-                raise ValueError(
-                    f"{status} is not an error status (400-599): only an error answer can be "
-                    "declared to mean the effect did not start"
-                )
-        if len(set(statuses)) != len(statuses):
-            raise ValueError("a status is listed twice")
-        return statuses
+        return check_declared(
+            statuses, "status", lambda status: None if 400 <= status <= 599 else _NOT_AN_ERROR
+        )
 
 
 class HttpTool:
@@ -220,7 +212,7 @@ class HttpTool:
         self._config = config
         self._client = client
         self._headers = {**config.headers, **(secret_headers or {})}
-        self._outcomes = RemoteOutcomes(definition, config.not_started_statuses)
+        self._outcomes = RemoteOutcomes(HTTP_KIND, definition, config.not_started_statuses)
 
     @property
     def name(self) -> str:
@@ -249,20 +241,9 @@ class HttpTool:
                 "tool": invocation.tool,
             }
         )
-        headers = {
-            **self._headers,
-            "Content-Type": "application/json",
-            "Idempotency-Key": invocation.idempotency_key,
-        }
         unknown = Reconciliation(outcome="unknown")
         try:
-            response = await self._client.post(
-                url,
-                content=body,
-                headers=headers,
-                timeout=self._config.timeout_s,
-                follow_redirects=False,
-            )
+            response = await self._post(url, body, invocation)
         except httpx.HTTPError:
             return unknown
         if response.status_code != 200:
@@ -293,29 +274,29 @@ class HttpTool:
                 "tool": invocation.tool,
             }
         )
+        try:
+            response = await self._post(self._config.url, body, invocation)
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout):
+            # No connection, so not one byte of the request left ARVIS: the proof.
+            raise self._outcomes.unreachable(invocation, "could not connect") from None
+        except httpx.HTTPError as exc:
+            raise self._outcomes.no_answer(invocation, exc) from None
+        return self._result(invocation, response)
+
+    async def _post(self, url: str, body: bytes, invocation: ToolInvocation) -> httpx.Response:
         headers = {
             **self._headers,
             "Content-Type": "application/json",
             "Idempotency-Key": invocation.idempotency_key,
         }
-        try:
-            # Never follow a redirect: the egress gate checked this host only.
-            response = await self._client.post(
-                self._config.url,
-                content=body,
-                headers=headers,
-                timeout=self._config.timeout_s,
-                follow_redirects=False,
-            )
-        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout):
-            # No connection, so not one byte of the request left ARVIS: the proof.
-            failure = self._outcomes.not_sent(invocation, "connect_failed", "could not connect")
-            raise failure from None
-        except httpx.HTTPError:
-            # The request may have reached the endpoint: the effect is unknown.
-            failure = self._outcomes.unknown(invocation, "remote_unknown", "no complete answer")
-            raise failure from None
-        return self._result(invocation, response)
+        # Never follow a redirect: the egress gate checked this host only.
+        return await self._client.post(
+            url,
+            content=body,
+            headers=headers,
+            timeout=self._config.timeout_s,
+            follow_redirects=False,
+        )
 
     def _result(self, invocation: ToolInvocation, response: httpx.Response) -> ToolResult:
         status = response.status_code
@@ -330,24 +311,17 @@ class HttpTool:
                 return ToolResult.model_validate(answer)
             except (ValueError, ValidationError):
                 raise self._outcomes.failed(
-                    invocation, "invalid_remote_response", "not a tool result", retryable=False
+                    invocation, HTTP_KIND.invalid, "not a tool result", retryable=False
                 ) from None
-        refused = self._outcomes.refusal(
-            status, "remote_rejected", f"the endpoint refused the call ({status}) before acting"
-        )
-        if refused is not None:
-            return refused
         # An answer proves the request arrived; the endpoint may have acted first.
-        raise self._outcomes.unknown(
-            invocation, "remote_failed", f"the endpoint answered {status}; the effect is unknown"
-        )
+        return self._outcomes.error_answer(invocation, status)
 
     def _accepted(self, invocation: ToolInvocation, response: httpx.Response) -> ToolResult:
         if self.definition.read_only:
             # A read has nothing to start: an endpoint deferring it broke its contract.
             # (Unknown for a read is "not started": there was nothing to start.)
             raise self._outcomes.unknown(
-                invocation, "invalid_remote_response", "a read answered 202 Accepted"
+                invocation, HTTP_KIND.invalid, "a read answered 202 Accepted"
             )
         try:
             return ToolResult.accepted(response.json() if response.content else None)
@@ -370,14 +344,7 @@ def http_tool(
     the variable (never a value).
     """
     try:
-        definition = ToolDefinition(
-            name=config.name,
-            description=config.description,
-            input_schema=config.input_schema,
-            effect=config.effect,
-            replay_safety=config.replay_safety,
-            capabilities=config.capabilities,
-        )
+        definition = ToolDefinition(**config.model_dump(include=_DEFINITION_FIELDS))
     except DefinitionError as exc:
         raise DefinitionError(exc.tool, f"{exc.rule} (declared by {source})") from None
     secrets = read_env_headers(f"{source} tool {config.name!r}", config.headers_env, environ)

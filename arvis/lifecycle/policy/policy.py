@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
@@ -75,26 +76,28 @@ from arvis.domain.sections import parse_section
 GATED_CAPABILITIES = ("process.execute", "environment.write")
 
 
+@dataclass(frozen=True, slots=True)
+class PolicyQuery:
+    """What a policy decides on: one sealed, schema-valid call, its payload in the form
+    the tool acts on (DESIGN §10)."""
+
+    context: AuthorizedEffectContext
+    definition: ToolDefinition
+    payload: FrozenEffectPayload
+    destination: str | None
+    """The URL the tool reaches whatever its payload says (``ToolPlan.destination``), or
+    None when the tool has no fixed one."""
+    attempt: int = 1
+    """The attempt number the call would take (a policy may read it; the rules do not)."""
+    now: datetime | None = None
+    """The time admission decides at (likewise)."""
+
+
 class ToolPolicy(Protocol):
     """Decides whether one sealed, schema-valid invocation may run, and on what terms."""
 
-    def evaluate(
-        self,
-        context: AuthorizedEffectContext,
-        definition: ToolDefinition,
-        payload: FrozenEffectPayload,
-        *,
-        destination: str | None,
-        attempt: int = 1,
-        now: datetime | None = None,
-    ) -> PolicyDecision:
-        """Decide one call.
-
-        ``destination`` is the URL the tool reaches whatever its payload says
-        (``ToolPlan.destination``), or None when the tool has no fixed one.
-        ``attempt`` is the attempt number the call would take and ``now`` the time
-        admission decides at (a policy may read both; the rules read neither).
-        """
+    def evaluate(self, query: PolicyQuery) -> PolicyDecision:
+        """Decide one call."""
         ...
 
 
@@ -241,18 +244,10 @@ class RulePolicy:
     def _scope(self, tenant_id: str) -> str:
         return f"tenants.{tenant_id}" if tenant_id in self.config.tenants else "default"
 
-    def evaluate(
-        self,
-        context: AuthorizedEffectContext,
-        definition: ToolDefinition,
-        payload: FrozenEffectPayload,
-        *,
-        destination: str | None,
-        attempt: int = 1,
-        now: datetime | None = None,
-    ) -> PolicyDecision:
-        rules = self._rules(context.tenant_id)
-        scope = self._scope(context.tenant_id)
+    def evaluate(self, query: PolicyQuery) -> PolicyDecision:
+        rules = self._rules(query.context.tenant_id)
+        scope = self._scope(query.context.tenant_id)
+        definition = query.definition
         name = definition.name
         if name in rules.deny_tools:
             return self._deny(
@@ -266,7 +261,7 @@ class RulePolicy:
                 f"tool {name!r} is not on this tenant's allow list",
                 f"{scope}.allow_tools",
             )
-        denial = self.gate(context, definition, payload, destination=destination)
+        denial = self.gate(query)
         if denial is not None:
             return denial
         consent = _consent_rule(definition, rules)
@@ -291,18 +286,12 @@ class RulePolicy:
         """Who may approve ``tool`` for ``tenant_id``, how many must, and the ttl."""
         return self._rules(tenant_id).approvals.get(tool)
 
-    def gate(
-        self,
-        context: AuthorizedEffectContext,
-        definition: ToolDefinition,
-        payload: FrozenEffectPayload,
-        *,
-        destination: str | None,
-    ) -> PolicyDecision | None:
+    def gate(self, query: PolicyQuery) -> PolicyDecision | None:
         """The built-in capability and egress gates: their refusal, or None.
 
         They hold whichever engine decides the rest (docs/policy.md).
         """
+        context, definition, destination = query.context, query.definition, query.destination
         rules = self._rules(context.tenant_id)
         name = definition.name
         for gated in GATED_CAPABILITIES:
@@ -317,7 +306,7 @@ class RulePolicy:
         if destination is not None:
             return self._egress(context.tenant_id, destination, f"tool {name!r}'s endpoint")
         if "network.access" in definition.capabilities:
-            url = payload_url(payload)
+            url = payload_url(query.payload)
             if url is None:
                 return self._deny(
                     DenialReason.EGRESS_DENIED,

@@ -13,13 +13,9 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from datetime import datetime
 
 from arvis.domain.authorization import PolicyDecision
-from arvis.domain.context import AuthorizedEffectContext
-from arvis.domain.definitions import ToolDefinition
-from arvis.domain.payload import FrozenEffectPayload
-from arvis.lifecycle.policy.policy import ToolPolicy
+from arvis.lifecycle.policy.policy import PolicyQuery, ToolPolicy
 
 log = logging.getLogger(__name__)
 
@@ -43,24 +39,12 @@ class ShadowPolicy:
         self.disagreements: Counter[str] = Counter({kind: 0 for kind in KINDS})
         self.evaluations = 0
 
-    def evaluate(
-        self,
-        context: AuthorizedEffectContext,
-        definition: ToolDefinition,
-        payload: FrozenEffectPayload,
-        *,
-        destination: str | None,
-        attempt: int = 1,
-        now: datetime | None = None,
-    ) -> PolicyDecision:
-        decision = self.enforced.evaluate(
-            context, definition, payload, destination=destination, attempt=attempt, now=now
-        )
+    def evaluate(self, query: PolicyQuery) -> PolicyDecision:
+        decision = self.enforced.evaluate(query)
         self.evaluations += 1
+        context, definition = query.context, query.definition
         try:
-            other = self.shadow.evaluate(
-                context, definition, payload, destination=destination, attempt=attempt, now=now
-            )
+            other = self.shadow.evaluate(query)
         except Exception:  # the shadow never decides: whatever it raises is counted
             self.disagreements["error"] += 1
             log.exception("the shadow policy failed on tool %s", definition.name)

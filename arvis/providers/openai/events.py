@@ -15,6 +15,7 @@ from typing import Any
 
 from arvis.providers.base import FinalizedDecision, ModelRequest, ModelTurn, Progress
 from arvis.providers.errors import (
+    ProviderError,
     ProviderHostedToolOutput,
     ProviderLimitExceeded,
     ProviderProtocolViolation,
@@ -121,21 +122,12 @@ class ResponseTranslator:
         return [Progress(stage="started")]
 
     def _error(self, event: Mapping[str, Any], kind: str) -> list[Event]:
-        code = event.get("code")
-        raise ProviderStreamError(
-            f"the provider sent an error event: {clip(event.get('message', ''))}",
-            provider_code=clip(code) if code is not None else None,
-        )
+        raise _reported(ProviderStreamError, "the provider sent an error event", event, "")
 
     def _failed(self, event: Mapping[str, Any], kind: str) -> list[Event]:
-        response = get(event, "response", dict, kind)
-        error = response.get("error")
+        error = get(event, "response", dict, kind).get("error")
         error = error if isinstance(error, dict) else {}
-        code = error.get("code")
-        raise ProviderResponseFailed(
-            f"the response failed: {clip(error.get('message', 'no reason given'))}",
-            provider_code=clip(code) if code is not None else None,
-        )
+        raise _reported(ProviderResponseFailed, "the response failed", error, "no reason given")
 
     def _incomplete(self, event: Mapping[str, Any], kind: str) -> list[Event]:
         response = get(event, "response", dict, kind)
@@ -143,7 +135,7 @@ class ResponseTranslator:
         reason = details.get("reason") if isinstance(details, dict) else None
         raise ProviderResponseIncomplete(
             f"the response is incomplete ({clip(reason or 'no reason given')})",
-            provider_code=clip(reason) if reason is not None else None,
+            provider_code=_code(reason),
         )
 
     def _completed(self, event: Mapping[str, Any], kind: str) -> list[Event]:
@@ -183,3 +175,16 @@ class ResponseTranslator:
             decisions=tuple(decisions),
         )
         return [Progress(stage="completed")]
+
+
+def _reported(
+    kind: type[ProviderError], what: str, error: Mapping[str, Any], no_message: str
+) -> ProviderError:
+    """The failure an error object of the provider reports: its message and code, clipped."""
+    message = clip(error.get("message", no_message))
+    return kind(f"{what}: {message}", provider_code=_code(error.get("code")))
+
+
+def _code(value: Any) -> str | None:
+    """The provider's own code of a failure, clipped; never its payload."""
+    return None if value is None else clip(value)

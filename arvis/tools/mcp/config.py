@@ -32,22 +32,25 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from arvis.domain.definitions import Effect, ReplaySafety
-from arvis.tools.remote import TRANSPORT_HEADERS, check_env_headers, check_plain_headers
+from arvis.tools.remote import (
+    TRANSPORT_HEADERS,
+    HeaderFields,
+    HeaderRules,
+    check_declared,
+)
 
 SERVER_NAME = r"^[a-z][a-z0-9_-]{0,31}$"
 _URL = re.compile(r"^https?://[^\s\\@#]+$")
 # Set by the MCP transport itself (and Mcp-Name, Mcp-Param-* on a modern session).
-_RESERVED = TRANSPORT_HEADERS | {
-    "accept",
-    "last-event-id",
-    "mcp-name",
-    "mcp-protocol-version",
-    "mcp-session-id",
-}
-_OWNER = "the MCP transport"
+_HEADERS = HeaderRules(
+    TRANSPORT_HEADERS
+    | {"accept", "last-event-id", "mcp-name", "mcp-protocol-version", "mcp-session-id"},
+    owner="the MCP transport",
+    reserved_prefixes=("mcp-param-",),
+)
 # Raised by ARVIS's own client: a closed connection, a timeout. Never an answer.
 _CLIENT_CODES = frozenset({-32000, -32001})
 # Also made up by the streamable HTTP client from HTTP answers it could not read.
@@ -72,10 +75,11 @@ class McpToolOverride(BaseModel):
         return None if codes is None else _check_codes(codes)
 
 
-class McpServerConfig(BaseModel):
+class McpServerConfig(HeaderFields):
     """One ``[[tools.mcp]]`` entry: a stdio ``command`` or a streamable HTTP ``url``."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+    header_rules = _HEADERS
 
     name: str = Field(pattern=SERVER_NAME)
     """Prefix of the server's tools in the plan: ``<name>.<tool>``."""
@@ -83,10 +87,6 @@ class McpServerConfig(BaseModel):
     """Executable and arguments of a stdio server; ARVIS starts it as its child."""
     url: str | None = None
     """Endpoint of a streamable HTTP server; its host is what the egress gate checks."""
-    headers: dict[str, str] = Field(default_factory=dict)
-    """Plain headers for a ``url`` server; a credential here is refused."""
-    headers_env: dict[str, str] = Field(default_factory=dict)
-    """Header name → environment variable holding its value, read at start-up."""
     trust_annotations: bool = False
     """Believe the server's ``readOnlyHint`` / ``idempotentHint`` / ``openWorldHint``."""
     optional: bool = False
@@ -119,20 +119,6 @@ class McpServerConfig(BaseModel):
             )
         return url
 
-    @field_validator("headers")
-    @classmethod
-    def _plain_headers(cls, headers: dict[str, str]) -> dict[str, str]:
-        for header in headers:
-            _check_mcp_header(header)
-        return check_plain_headers(headers, _RESERVED, _OWNER)
-
-    @field_validator("headers_env")
-    @classmethod
-    def _env_headers(cls, headers_env: dict[str, str], info: ValidationInfo) -> dict[str, str]:
-        for header in headers_env:
-            _check_mcp_header(header)
-        return check_env_headers(headers_env, info.data.get("headers", {}), _RESERVED, _OWNER)
-
     @field_validator("not_started_codes")
     @classmethod
     def _codes(cls, codes: list[int]) -> list[int]:
@@ -160,18 +146,14 @@ class McpServerConfig(BaseModel):
         return self
 
 
-def _check_mcp_header(header: str) -> None:
-    if header.lower().startswith("mcp-param-"):
-        raise ValueError(f"header {header!r} is set by {_OWNER} and may not be configured")
-
-
 def _check_codes(codes: list[int]) -> list[int]:
-    for code in codes:
-        if code in _CLIENT_CODES:
-            raise ValueError(
-                f"{code} is raised by ARVIS's own MCP client (a closed connection or a "
-                "timeout: no answer at all) and cannot mean the effect did not start"
-            )
-    if len(set(codes)) != len(codes):
-        raise ValueError("a code is listed twice")
-    return codes
+    return check_declared(codes, "code", _never_an_answer)
+
+
+def _never_an_answer(code: int) -> str | None:
+    if code in _CLIENT_CODES:
+        return (
+            "is raised by ARVIS's own MCP client (a closed connection or a timeout: no "
+            "answer at all) and cannot mean the effect did not start"
+        )
+    return None

@@ -54,7 +54,7 @@ from arvis.tools.base import Reporter, Tool, ToolInvocation, ToolResult
 from arvis.tools.mcp.config import McpServerConfig
 from arvis.tools.mcp.keys import CALL_ID, IDEMPOTENCY_KEY
 from arvis.tools.mcp.upstream import UpstreamChanged, UpstreamServer, UpstreamUnavailable
-from arvis.tools.remote import RemoteOutcomes, read_env_headers
+from arvis.tools.remote import MCP_KIND, RemoteOutcomes, read_env_headers
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +121,9 @@ class McpTool:
         self._server = server
         self._remote = remote
         self._inject = inject
-        self._outcomes = RemoteOutcomes(definition, server.config.declared_not_started(remote))
+        self._outcomes = RemoteOutcomes(
+            MCP_KIND, definition, server.config.declared_not_started(remote)
+        )
 
     @property
     def name(self) -> str:
@@ -145,33 +147,25 @@ class McpTool:
         outcomes = self._outcomes
         try:
             answer = await self._server.call(self._remote, invocation.payload.value, meta)
-        except (UpstreamUnavailable, UpstreamChanged) as exc:
-            retry = isinstance(exc, UpstreamUnavailable)
-            raise outcomes.not_sent(invocation, _code(exc), exc.message, retryable=retry) from None
+        except UpstreamUnavailable as exc:
+            raise outcomes.unreachable(invocation, exc.message) from None
+        except UpstreamChanged as exc:
+            changed = "upstream_changed"
+            raise outcomes.not_sent(invocation, changed, exc.message, retryable=False) from None
         except MCPError as exc:
             # An answer, or the SDK's word for one it could not read: the call arrived.
-            detail = f"the MCP server refused the call: {exc.error.message}"
-            refused = outcomes.refusal(exc.code, "upstream_rejected", detail)
-            if refused is not None:
-                return refused
-            raise outcomes.unknown(
-                invocation, "upstream_unknown", f"no result ({exc.code}): {exc.error.message}"
-            ) from None
+            return outcomes.error_answer(invocation, exc.code, exc.error.message)
         except (TimeoutError, OSError) as exc:
-            raise outcomes.unknown(
-                invocation, "upstream_unknown", f"no result ({type(exc).__name__})"
-            ) from None
+            raise outcomes.no_answer(invocation, exc) from None
         except ValidationError:
             # A result that is not one of the protocol's: whatever the server did is unknown.
             raise outcomes.unknown(
-                invocation, "invalid_upstream_result", "the answer is not an MCP result"
+                invocation, MCP_KIND.invalid, "the answer is not an MCP result"
             ) from None
         except RuntimeError:
             # The SDK's check of the answer against the tool's output schema.
             broken = "the answer breaks its schema"
-            raise outcomes.failed(
-                invocation, "invalid_upstream_result", broken, retryable=False
-            ) from None
+            raise outcomes.failed(invocation, MCP_KIND.invalid, broken, retryable=False) from None
         return self._result(invocation, answer)
 
     def _result(self, invocation: ToolInvocation, answer: types.Result) -> ToolResult:
@@ -199,7 +193,7 @@ class McpTool:
         except ValidationError:
             raise outcomes.failed(
                 invocation,
-                "invalid_upstream_result",
+                MCP_KIND.invalid,
                 "the result cannot be journaled",
                 retryable=False,
             ) from None
@@ -285,10 +279,6 @@ def _check_egress(config: McpServerConfig, egress: EgressCheck) -> None:
 def _headers(config: McpServerConfig, environ: Mapping[str, str]) -> dict[str, str]:
     source = f"[[tools.mcp]] {config.name!r}"
     return {**config.headers, **read_env_headers(source, config.headers_env, environ)}
-
-
-def _code(exc: UpstreamUnavailable | UpstreamChanged) -> str:
-    return "upstream_unavailable" if isinstance(exc, UpstreamUnavailable) else "upstream_changed"
 
 
 def _text(answer: types.CallToolResult) -> str:

@@ -20,7 +20,7 @@ from arvis.lifecycle.authorization import (
 )
 from arvis.lifecycle.policy.cedar import CedarPolicy
 from arvis.lifecycle.policy.cedar.engine import CEDAR_INPUT
-from arvis.lifecycle.policy.policy import CAPABILITY_GATE, EGRESS_GATE, TenantRules
+from arvis.lifecycle.policy.policy import CAPABILITY_GATE, EGRESS_GATE, PolicyQuery, TenantRules
 from arvis.lifecycle.ports import NEW_DECISION
 from arvis.tools.dispatcher import ToolDispatcher
 from arvis.tools.plans import ToolPlan, derive_plan_id
@@ -276,10 +276,12 @@ def test_a_value_of_another_type_than_declared_is_refused(money: CedarPolicy) ->
     from tests.support.rules import sealed_context
 
     decision = money.evaluate(
-        sealed_context(context, context.identity),
-        MONEY,
-        freeze_payload({"amount": "1000000", "to": {"bank": 7}}),
-        destination=None,
+        PolicyQuery(
+            sealed_context(context, context.identity),
+            MONEY,
+            freeze_payload({"amount": "1000000", "to": {"bank": 7}}),
+            destination=None,
+        )
     )
     assert not decision.allowed
     assert decision.policy_ids == (CEDAR_INPUT,)
@@ -302,10 +304,12 @@ def test_the_request_built_for_a_payload_conforms_to_the_schema(
 
     admission = request(MONEY.name, payload, plan=MONEY_PLAN)
     built = money.request(
-        sealed_context(admission, admission.identity),
-        MONEY,
-        freeze_payload(payload),
-        destination=None,
+        PolicyQuery(
+            sealed_context(admission, admission.identity),
+            MONEY,
+            freeze_payload(payload),
+            destination=None,
+        )
     )
     schema = cedarpy.Schema.from_str(money.compiled.schema_text)
     answer = cedarpy.is_authorized(

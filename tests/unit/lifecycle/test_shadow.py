@@ -8,10 +8,8 @@ from pathlib import Path
 import pytest
 
 from arvis.domain.authorization import PolicyDecision
-from arvis.domain.context import AuthorizedEffectContext
-from arvis.domain.definitions import ToolDefinition
-from arvis.domain.payload import FrozenEffectPayload
 from arvis.lifecycle.authorization import AwaitConsent, Proceed, Refuse, ToolAuthorizationService
+from arvis.lifecycle.policy.policy import PolicyQuery
 from arvis.lifecycle.policy.shadow import ShadowPolicy
 from arvis.lifecycle.ports import NEW_DECISION
 from tests.support.cedar import cedar_policy
@@ -62,13 +60,7 @@ def test_every_kind_of_disagreement_is_counted_and_logged(
 
 
 class Broken:
-    def evaluate(
-        self,
-        context: AuthorizedEffectContext,
-        definition: ToolDefinition,
-        payload: FrozenEffectPayload,
-        **_: object,
-    ) -> PolicyDecision:
+    def evaluate(self, query: PolicyQuery) -> PolicyDecision:
         raise RuntimeError("the shadow is broken")
 
 

@@ -16,6 +16,7 @@ from arvis.domain.errors import ConfigurationError, DefinitionError
 from arvis.domain.payload import freeze_payload
 from arvis.lifecycle.policy.policy import (
     PolicyConfig,
+    PolicyQuery,
     RulePolicy,
     TenantRules,
     egress_host,
@@ -343,10 +344,12 @@ def test_a_retired_plan_reports_the_destination_of_the_dispatcher_that_runs_its_
 def decide(tool_: HttpTool, egress: list[str], payload: Any = None) -> tuple[bool, str]:
     policy = RulePolicy(PolicyConfig(default=TenantRules(egress_hosts=egress)))
     decision = policy.evaluate(
-        context(),
-        tool_.definition,
-        freeze_payload({} if payload is None else payload),
-        destination=tool_.destination,
+        PolicyQuery(
+            context(),
+            tool_.definition,
+            freeze_payload({} if payload is None else payload),
+            destination=tool_.destination,
+        )
     )
     return decision.allowed, decision.detail
 

@@ -24,7 +24,6 @@ import cedarpy
 
 from arvis.domain.authorization import DenialReason, PolicyDecision
 from arvis.domain.canonical import canonical_bytes, sha256_hex
-from arvis.domain.context import AuthorizedEffectContext
 from arvis.domain.definitions import ToolDefinition
 from arvis.domain.egress import egress_host
 from arvis.domain.payload import FrozenEffectPayload
@@ -37,7 +36,7 @@ from arvis.lifecycle.policy.cedar.schema import (
     render_schema,
 )
 from arvis.lifecycle.policy.cedar.source import CompiledPolicies, compile_policies, find_files
-from arvis.lifecycle.policy.policy import PolicyConfig, RulePolicy, payload_url
+from arvis.lifecycle.policy.policy import PolicyConfig, PolicyQuery, RulePolicy, payload_url
 
 ENGINE = "cedar"
 ACTION = {"type": "Arvis::Action", "id": "tool.execute"}
@@ -81,23 +80,13 @@ class CedarPolicy:
         )
         return cls(compiled, payload, config)
 
-    def evaluate(
-        self,
-        context: AuthorizedEffectContext,
-        definition: ToolDefinition,
-        payload: FrozenEffectPayload,
-        *,
-        destination: str | None,
-        attempt: int = 1,
-        now: datetime | None = None,
-    ) -> PolicyDecision:
-        gate = self.gates.gate(context, definition, payload, destination=destination)
+    def evaluate(self, query: PolicyQuery) -> PolicyDecision:
+        gate = self.gates.gate(query)
         if gate is not None:
             return self._decision(False, gate.reason, gate.detail, gate.policy_ids)
+        context, definition = query.context, query.definition
         try:
-            request = self.request(
-                context, definition, payload, destination=destination, attempt=attempt, now=now
-            )
+            request = self.request(query)
         except ConversionError as exc:
             return self._decision(False, DenialReason.POLICY_DENIED, str(exc), (CEDAR_INPUT,))
         try:
@@ -193,20 +182,12 @@ class CedarPolicy:
             policy_ids=policy_ids,
         )
 
-    def request(
-        self,
-        context: AuthorizedEffectContext,
-        definition: ToolDefinition,
-        payload: FrozenEffectPayload,
-        *,
-        destination: str | None,
-        attempt: int = 1,
-        now: datetime | None = None,
-    ) -> dict[str, Any]:
+    def request(self, query: PolicyQuery) -> dict[str, Any]:
         """The Cedar request and entities for one call (``arvis policy check`` shows them).
 
         Raises :class:`ConversionError` when the payload does not fit the schema's types.
         """
+        context, definition, payload = query.context, query.definition, query.payload
         tenant = {"type": "Arvis::Tenant", "id": context.tenant_id}
         principal = {"type": "Arvis::Principal", "id": context.principal_id}
         tool = {"type": "Arvis::Tool", "id": definition.name}
@@ -221,14 +202,14 @@ class CedarPolicy:
         cedar_context: dict[str, Any] = {
             "run_id": context.run_id,
             "causal_id": context.causal_id,
-            "attempt": attempt,
+            "attempt": query.attempt,
             "payload_digest": payload.digest,
             "payload": record_to_cedar(value, self.payload, "payload")
             if isinstance(value, dict)
             else {},
-            "time": {"__extn": {"fn": "datetime", "arg": _instant(now)}},
+            "time": {"__extn": {"fn": "datetime", "arg": _instant(query.now)}},
         }
-        host = self._egress_host(definition, payload, destination)
+        host = self._egress_host(definition, payload, query.destination)
         if host is not None:
             cedar_context["egress_host"] = host
         entities = [
