@@ -52,6 +52,7 @@ pytest: test-unit
 ## Its own temporary folder: pytest prunes old runs' folders under the shared
 ## /tmp/pytest-of-<user> at start-up, which costs seconds when other runs left many there.
 test-unit: install
+	@mkdir -p .pytest_cache
 	$(VENV)/bin/pytest -q -p no:schemathesis --basetemp=.pytest_cache/unit-tmp tests/unit
 
 ## test-db: the database tests again (CI sets ARVIS_TEST_DATABASE_URL for a second server)

@@ -60,7 +60,7 @@ class ChoreSteps(StoreBase):
             ),
             key=lambda row: row.expires_at,
         )
-        return [confirmation_record(t, row) for row in rows[:limit]]
+        return [confirmation_record(t, row, now) for row in rows[:limit]]
 
     async def in_flight(self, *, limit: int, owner: str | None = None) -> list[InFlightAttempt]:
         await self._enter()

@@ -59,6 +59,9 @@ class ConsentSteps(StoreBase):
             return ConsentAnswer(
                 "existing", None if existing is None else ConfirmationId(existing), plan_of(plan)
             )
+        # As arvis_request_consent: the consent opens at the database's clock and lives
+        # what Python decided (expires_at - created_at).
+        now = self.now()
         row = ConfirmationRow(
             tenant_id=tenant,
             confirmation_id=record.confirmation_id,
@@ -70,8 +73,8 @@ class ConsentSteps(StoreBase):
             payload=json.loads(request.payload_text),
             state="PENDING",
             context=json.loads(json.dumps(record.context)),
-            expires_at=at_(record.expires_at),
-            created_at=at_(record.created_at),
+            expires_at=now + (at_(record.expires_at) - at_(record.created_at)),
+            created_at=now,
             approver_groups=tuple(record.approver_groups),
             quorum=record.quorum,
             definition_fingerprint=record.definition_fingerprint,
@@ -142,8 +145,8 @@ class ConsentSteps(StoreBase):
                 consent,
                 state=renewal.to_state.value,
                 round=renewal.round,
-                renewed_at=at_(r.recorded_at),
-                expires_at=at_(renewal.expires_at),
+                renewed_at=self.now(),
+                expires_at=self.now() + (at_(renewal.expires_at) - at_(r.recorded_at)),
                 decided_by=renewal.decided_by,
                 decided_at=None if renewal.decided_by is None else at_(r.recorded_at),
                 decision_reason=None,

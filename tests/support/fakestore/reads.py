@@ -25,7 +25,9 @@ from arvis.lifecycle.ports import (
 from tests.support.fakestore.tables import ConfirmationRow, Tables
 
 
-def confirmation_record(t: Tables, row: ConfirmationRow) -> ConfirmationRecord:
+def confirmation_record(
+    t: Tables, row: ConfirmationRow, read_at: datetime | None = None
+) -> ConfirmationRecord:
     approvals = sorted(
         (
             a
@@ -66,6 +68,7 @@ def confirmation_record(t: Tables, row: ConfirmationRow) -> ConfirmationRecord:
         ),
         round=row.round,
         renewed_at=row.renewed_at,
+        read_at=read_at,
     )
 
 
@@ -89,8 +92,11 @@ def uncertain_attempt(t: Tables, tenant: str, key: str, attempt: int) -> Uncerta
 class FakeReads:
     """Reads of one committed state of the tables (never changed: a snapshot)."""
 
-    def __init__(self, tables: Tables) -> None:
+    def __init__(self, tables: Tables, now: datetime | None = None) -> None:
         self._t = tables
+        self._now = now
+        """The database's clock when the snapshot was taken: a confirmation read says it
+        (``read_at``), as the PostgreSQL reads do, so expiry is judged by one clock."""
 
     async def run(self, tenant_id: TenantId, run_id: RunId) -> RunRecord | None:
         row = self._t.runs.get((tenant_id, run_id))
@@ -162,7 +168,7 @@ class FakeReads:
         self, tenant_id: TenantId, confirmation_id: ConfirmationId
     ) -> ConfirmationRecord | None:
         row = self._t.confirmations.get((tenant_id, confirmation_id))
-        return None if row is None else confirmation_record(self._t, row)
+        return None if row is None else confirmation_record(self._t, row, self._now)
 
     async def confirmations(
         self, tenant_id: TenantId, state: ConfirmationState | None, limit: int, after: str | None
@@ -177,7 +183,7 @@ class FakeReads:
             ),
             key=lambda row: row.confirmation_id,
         )
-        return [confirmation_record(self._t, row) for row in rows[:limit]]
+        return [confirmation_record(self._t, row, self._now) for row in rows[:limit]]
 
     async def attempt_entry(
         self, tenant_id: TenantId, run_id: RunId, key: str, attempt: int

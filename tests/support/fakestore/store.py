@@ -310,4 +310,4 @@ class FakeLifecycleStore(ConsentSteps, ChoreSteps):
     async def reading(self) -> AsyncIterator[FakeReads]:
         """Reads of the tables as they were committed when it began (a snapshot)."""
         await self._enter()
-        yield FakeReads(self.tables)
+        yield FakeReads(self.tables, self.now())
