@@ -56,8 +56,9 @@ from arvis.lifecycle.policy.policy import (
     parse_confirmations_config,
     parse_policy_config,
 )
-from arvis.lifecycle.ports import AuditSink, JournalEntry, LifecycleStore
+from arvis.lifecycle.ports import AuditSink, LifecycleStore
 from arvis.lifecycle.receipts import IntentOutboxService
+from arvis.lifecycle.records import JournalEntry
 from arvis.lifecycle.recovery import RecoverySweeper
 from arvis.lifecycle.replay import ReplayService
 from arvis.lifecycle.settlement import Settlement

@@ -41,7 +41,8 @@ from arvis.lifecycle import journal
 from arvis.lifecycle.clock import SystemClock
 from arvis.lifecycle.evidence.checkpoints import Checkpointer, CheckpointPolicy
 from arvis.lifecycle.evidence.verify import EvidenceService
-from arvis.lifecycle.ports import JournalEntry, LifecycleReads, RunRecord
+from arvis.lifecycle.ports import LifecycleReads
+from arvis.lifecycle.records import JournalEntry, RunRecord
 from arvis.lifecycle.request import Syscall
 from arvis.store.checkpoints import PgCheckpoints
 from bench.kernel import IDENTITY, TENANT, BenchFailure, Kernel, open_kernel

@@ -22,7 +22,7 @@ from arvis.domain.journal import (
     body_dict,
 )
 from arvis.domain.payload import freeze_payload
-from arvis.lifecycle.ports import ConfirmationRecord, JournalEntry
+from arvis.lifecycle.records import ConfirmationRecord, JournalEntry
 
 
 @dataclass(frozen=True, slots=True)

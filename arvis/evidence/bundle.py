@@ -38,7 +38,8 @@ from arvis.domain.ids import PlanId, RunId, TenantId
 from arvis.evidence.keys import PublicKey, SigningKeyError
 from arvis.lifecycle.evidence.crosscheck import ChainFacts, cross_check
 from arvis.lifecycle.journal import VERIFY_PAGE, recorded_text, walk
-from arvis.lifecycle.ports import ChainRow, LifecycleReads, RunRecord
+from arvis.lifecycle.ports import LifecycleReads
+from arvis.lifecycle.records import ChainRow, RunRecord
 from arvis.tools.plans import derive_plan_id
 
 BUNDLE_FORMAT = "arvis-bundle-v1"

@@ -37,7 +37,7 @@ from arvis.domain.errors import ConfigurationError
 from arvis.domain.intent import AuditReceipt, Intent
 from arvis.domain.sections import parse_section
 from arvis.lifecycle.journal import recorded_text
-from arvis.lifecycle.ports import JournalEntry
+from arvis.lifecycle.records import JournalEntry
 
 WITNESS_FORMAT = "arvis-witness-v1"
 

@@ -59,18 +59,13 @@ from arvis.lifecycle.effects import not_dispatched
 from arvis.lifecycle.entries import expiry
 from arvis.lifecycle.errors import AttemptInFlight, InvalidReceipt, RunOfAnotherPrincipal
 from arvis.lifecycle.evidence.verify import EvidenceService
-from arvis.lifecycle.ports import (
-    NEW_DECISION,
-    Admission,
-    ConfirmationRecord,
-    ConsentRequest,
-    DecisionHistory,
-    LifecycleStore,
-)
+from arvis.lifecycle.ports import LifecycleStore
 from arvis.lifecycle.receipts import IntentOutboxService
+from arvis.lifecycle.records import NEW_DECISION, ConfirmationRecord, DecisionHistory
 from arvis.lifecycle.refusals import answer_deduplicated, refusal_append
 from arvis.lifecycle.request import Syscall
 from arvis.lifecycle.results import ConfirmationRef, SyscallResult, result_from_entry
+from arvis.lifecycle.writes import Admission, ConsentRequest
 from arvis.tools.outcome import DispatchOutcome
 from arvis.tools.plans import PlanLease, ToolPlanSource, lease_plan
 

@@ -33,7 +33,7 @@ from arvis.domain.schemas import PayloadValidator
 from arvis.domain.states import ConfirmationState, consent_expired
 from arvis.lifecycle.policy.budgets import AmountProblem, BudgetCharge, Budgets
 from arvis.lifecycle.policy.policy import PolicyQuery, ToolPolicy
-from arvis.lifecycle.ports import ConfirmationRecord, DecisionHistory
+from arvis.lifecycle.records import ConfirmationRecord, DecisionHistory
 from arvis.lifecycle.steps import (
     AdmissionRequest,
     AnotherPrincipal,

@@ -28,7 +28,8 @@ from arvis.domain.states import (
     ConfirmationState,
     settled_confirmation,
 )
-from arvis.lifecycle.ports import ConfirmationChange, ConfirmationRecord, JournalAppend
+from arvis.lifecycle.records import ConfirmationRecord
+from arvis.lifecycle.writes import ConfirmationChange, JournalAppend
 
 EXPIRY = Decider(principal_id="arvis:expiry", auth_method="system")
 """Who the journal says ended a consent whose time ran out (or that went stale at the

@@ -19,7 +19,8 @@ from datetime import datetime
 from arvis.domain.boundary import UNCERTAIN_BOUNDARIES
 from arvis.domain.ids import RunId, TenantId
 from arvis.domain.intent import GENESIS_HASH, as_utc
-from arvis.lifecycle.ports import ChainRow, JournalEntry, LifecycleReads
+from arvis.lifecycle.ports import LifecycleReads
+from arvis.lifecycle.records import ChainRow, JournalEntry
 
 VERIFY_PAGE = 5000
 HASH_VERSION = "arvis-journal-v1"

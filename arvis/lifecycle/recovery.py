@@ -39,7 +39,8 @@ from arvis.domain.journal import Problem, RecoveryArtifact
 from arvis.lifecycle.consent.reconcile import Reconciler
 from arvis.lifecycle.entries import consumed_capability, journal_receipt, settle_append
 from arvis.lifecycle.lease import InstanceLease
-from arvis.lifecycle.ports import InFlightAttempt, LifecycleStore
+from arvis.lifecycle.ports import LifecycleStore
+from arvis.lifecycle.records import InFlightAttempt
 
 log = logging.getLogger(__name__)
 

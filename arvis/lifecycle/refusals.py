@@ -12,14 +12,10 @@ from arvis.lifecycle.authorization import AdmissionRequest, Refuse
 from arvis.lifecycle.errors import ChainBroken
 from arvis.lifecycle.evidence.verify import EvidenceService
 from arvis.lifecycle.journal import recomputes
-from arvis.lifecycle.ports import (
-    Binding,
-    JournalAppend,
-    JournalEntry,
-    LifecycleStore,
-    RunRecord,
-)
+from arvis.lifecycle.ports import LifecycleStore
+from arvis.lifecycle.records import JournalEntry, RunRecord
 from arvis.lifecycle.results import SyscallResult, result_from_entry
+from arvis.lifecycle.writes import Binding, JournalAppend
 
 # Refusals that depend on the run's plan (the tool in it, its schema, the policy
 # on its definition) bind the run, and its causal id, as admission would.

@@ -22,7 +22,8 @@ from arvis.domain.journal import JournalKind
 from arvis.lifecycle.clock import SystemClock
 from arvis.lifecycle.errors import ChainBroken, NotFound, RunOfAnotherPrincipal
 from arvis.lifecycle.evidence.verify import EvidenceService
-from arvis.lifecycle.ports import ChainRow, JournalEntry, LifecycleStore, RunSummary
+from arvis.lifecycle.ports import LifecycleStore
+from arvis.lifecycle.records import ChainRow, JournalEntry, RunSummary
 from arvis.lifecycle.results import SyscallResult, result_from_entry
 
 RESULT_KINDS = frozenset({"execution", "refusal", "recovery"})

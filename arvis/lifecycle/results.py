@@ -19,7 +19,7 @@ from arvis.domain.journal import (
     ResolutionArtifact,
 )
 from arvis.domain.states import ConfirmationState
-from arvis.lifecycle.ports import JournalEntry
+from arvis.lifecycle.records import JournalEntry
 
 Outcome = Literal["executed", "deduplicated", "refused", "confirmation_required"]
 

@@ -25,7 +25,8 @@ from arvis.domain.journal import ExecutionArtifact, Problem
 from arvis.lifecycle.admission import Admitted
 from arvis.lifecycle.entries import consumed_capability, settle_append
 from arvis.lifecycle.errors import JournalConflict
-from arvis.lifecycle.ports import JournalEntry, LifecycleStore
+from arvis.lifecycle.ports import LifecycleStore
+from arvis.lifecycle.records import JournalEntry
 from arvis.lifecycle.recovery import RecoverySweeper
 from arvis.lifecycle.results import SyscallResult, result_from_entry
 from arvis.lifecycle.retry import retry_transaction

@@ -18,7 +18,7 @@ from arvis.domain.ids import CausalId, IdempotencyKey, InstanceId, PlanId, RunId
 from arvis.domain.payload import FrozenEffectPayload
 from arvis.domain.states import ConfirmationState
 from arvis.lifecycle.policy.budgets import BudgetCharge
-from arvis.lifecycle.ports import ConfirmationRecord
+from arvis.lifecycle.records import ConfirmationRecord
 from arvis.tools.plans import ToolPlan
 
 

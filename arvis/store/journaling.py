@@ -19,13 +19,13 @@ from psycopg_pool import AsyncConnectionPool
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.ids import RunId, TenantId
 from arvis.domain.journal import JournalKind, artifact_text
-from arvis.lifecycle.ports import (
+from arvis.lifecycle.records import JournalEntry
+from arvis.lifecycle.writes import (
     AppendAnswer,
     ApprovalStep,
     ApproveAnswer,
     ConsentRenewal,
     JournalAppend,
-    JournalEntry,
     Resolution,
     ResolveAnswer,
 )

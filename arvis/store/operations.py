@@ -21,17 +21,14 @@ from arvis.domain.boundary import EffectBoundary
 from arvis.domain.errors import IntegrityConflict
 from arvis.domain.ids import IdempotencyKey, RunId, TenantId
 from arvis.lifecycle.policy.budgets import charges_text
-from arvis.lifecycle.ports import (
-    Admission,
-    AdmitAnswer,
+from arvis.lifecycle.records import (
     ConfirmationRecord,
-    ConsentAnswer,
-    ConsentRequest,
     DecisionHistory,
     InFlightAttempt,
     LatestAttempt,
     UncertainAttempt,
 )
+from arvis.lifecycle.writes import Admission, AdmitAnswer, ConsentAnswer, ConsentRequest
 from arvis.store.journaling import PgJournal
 from arvis.store.reads import confirmation_from, uncertain_from
 from arvis.store.statements import (

@@ -14,7 +14,7 @@ from arvis.domain.boundary import EffectBoundary
 from arvis.domain.checkpoints import Checkpoint
 from arvis.domain.ids import ConfirmationId, RunId, TenantId
 from arvis.domain.states import ConfirmationState
-from arvis.lifecycle.ports import (
+from arvis.lifecycle.records import (
     Approval,
     BudgetUsage,
     ChainRow,

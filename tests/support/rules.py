@@ -32,7 +32,7 @@ from arvis.domain.states import ConfirmationState
 from arvis.lifecycle.authorization import AdmissionRequest, ToolAuthorizationService
 from arvis.lifecycle.policy.budgets import BudgetConfig, Budgets
 from arvis.lifecycle.policy.policy import PolicyConfig, RulePolicy, TenantRules
-from arvis.lifecycle.ports import ConfirmationRecord, DecisionHistory, LatestAttempt
+from arvis.lifecycle.records import ConfirmationRecord, DecisionHistory, LatestAttempt
 from arvis.tools.base import Reporter, ToolInvocation, ToolResult
 from arvis.tools.dispatcher import ToolDispatcher
 from arvis.tools.plans import ToolPlan, derive_plan_id

@@ -17,7 +17,7 @@ from arvis.domain.intent import GENESIS_HASH
 from arvis.evidence.witness import FileWitness, run_records
 from arvis.lifecycle.evidence.crosscheck import WITNESS_GRACE_S, ChainFacts, cross_check
 from arvis.lifecycle.evidence.witnessing import WitnessFeed
-from arvis.lifecycle.ports import JournalEntry
+from arvis.lifecycle.records import JournalEntry
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 

@@ -15,7 +15,7 @@ from arvis.api.schemas import (
 from arvis.domain.identity import Identity
 from arvis.domain.ids import ID_PATTERN, ConfirmationId
 from arvis.domain.states import ConfirmationState as ConfirmationStateValue
-from arvis.lifecycle.ports import ConfirmationRecord
+from arvis.lifecycle.records import ConfirmationRecord
 from arvis.web.bodies import DecisionBody
 from arvis.web.identity import ApproverIdentity, KernelDep, require_role
 from arvis.web.problems import problem_responses

@@ -14,7 +14,7 @@ from arvis.console.web import ConsoleRoute, render
 from arvis.domain.ids import ID_PATTERN, ConfirmationId, TenantId
 from arvis.domain.states import ConfirmationState
 from arvis.kernel import Kernel
-from arvis.lifecycle.ports import ConfirmationRecord
+from arvis.lifecycle.records import ConfirmationRecord
 from arvis.web.bodies import DecisionBody
 from arvis.web.identity import KernelDep
 

@@ -32,10 +32,8 @@ from arvis.lifecycle.errors import (
     ConfirmationStateConflict,
     NotUncertain,
 )
-from arvis.lifecycle.ports import (
-    LifecycleStore,
-    UncertainAttempt,
-)
+from arvis.lifecycle.ports import LifecycleStore
+from arvis.lifecycle.records import UncertainAttempt
 from arvis.tools.base import Reconciliation, ToolInvocation
 from arvis.tools.plans import ToolPlanSource, lease_plan
 

@@ -48,14 +48,9 @@ from arvis.lifecycle.errors import (
     NotUncertain,
     SelfResolution,
 )
-from arvis.lifecycle.ports import (
-    ConfirmationRecord,
-    ConsentRenewal,
-    JournalEntry,
-    LifecycleStore,
-    Resolution,
-    UncertainAttempt,
-)
+from arvis.lifecycle.ports import LifecycleStore
+from arvis.lifecycle.records import ConfirmationRecord, JournalEntry, UncertainAttempt
+from arvis.lifecycle.writes import ConsentRenewal, Resolution
 
 log = logging.getLogger(__name__)
 

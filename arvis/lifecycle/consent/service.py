@@ -28,7 +28,9 @@ from arvis.lifecycle.errors import (
     NotRequester,
     SelfApproval,
 )
-from arvis.lifecycle.ports import ApprovalStep, ConfirmationRecord, LifecycleStore
+from arvis.lifecycle.ports import LifecycleStore
+from arvis.lifecycle.records import ConfirmationRecord
+from arvis.lifecycle.writes import ApprovalStep
 
 _APPROVED_ALREADY = (ConfirmationState.APPROVED, ConfirmationState.CONSUMED)
 # A quorum's approvals are decided on what was read; a concurrent approval makes the

@@ -43,7 +43,8 @@ from arvis.domain.clock import Clock
 from arvis.domain.ids import RunId, TenantId
 from arvis.domain.intent import GENESIS_HASH
 from arvis.lifecycle.journal import VERIFY_PAGE, row_hash
-from arvis.lifecycle.ports import JournalEntry, LifecycleReads, LifecycleStore
+from arvis.lifecycle.ports import LifecycleReads, LifecycleStore
+from arvis.lifecycle.records import JournalEntry
 
 log = logging.getLogger(__name__)
 

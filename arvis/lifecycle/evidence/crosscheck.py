@@ -20,7 +20,7 @@ from arvis.domain.canonical import canonical_bytes, sha256_hex
 from arvis.domain.checkpoints import Checkpoint, signed_text
 from arvis.domain.errors import ArvisError
 from arvis.domain.intent import intent_commitment
-from arvis.lifecycle.ports import ChainRow
+from arvis.lifecycle.records import ChainRow
 
 WITNESS_GRACE_S = 10.0
 """How long an entry another process appended may be in the database before the

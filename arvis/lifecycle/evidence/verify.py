@@ -33,7 +33,8 @@ from arvis.domain.ids import RunId, TenantId
 from arvis.lifecycle.errors import ChainBroken, NotFound
 from arvis.lifecycle.evidence.crosscheck import WITNESS_GRACE_S, ChainFacts, TrustedKey, cross_check
 from arvis.lifecycle.journal import ChainVisitor, VerifyReport, recomputes, row_hash, walk
-from arvis.lifecycle.ports import ChainRow, JournalEntry, LifecycleReads, LifecycleStore, RunRecord
+from arvis.lifecycle.ports import LifecycleReads, LifecycleStore
+from arvis.lifecycle.records import ChainRow, JournalEntry, RunRecord
 
 log = logging.getLogger(__name__)
 

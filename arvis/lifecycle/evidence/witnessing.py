@@ -23,8 +23,8 @@ import logging
 from collections.abc import Sequence
 from typing import Protocol
 
-from arvis.lifecycle.ports import JournalEntry
 from arvis.lifecycle.receipts import IntentWitness
+from arvis.lifecycle.records import JournalEntry
 
 log = logging.getLogger(__name__)
 

@@ -19,13 +19,9 @@ from arvis.domain.ids import ConfirmationId, RunId
 from arvis.domain.journal import ResolutionArtifact
 from arvis.lifecycle.errors import AlreadyApproved, ApproverNotInGroup
 from arvis.lifecycle.policy.policy import PolicyConfig, TenantRules
-from arvis.lifecycle.ports import (
-    ConfirmationRecord,
-    JournalEntry,
-    LifecycleStore,
-    Resolution,
-    ResolveAnswer,
-)
+from arvis.lifecycle.ports import LifecycleStore
+from arvis.lifecycle.records import ConfirmationRecord, JournalEntry
+from arvis.lifecycle.writes import Resolution, ResolveAnswer
 from arvis.tools.base import Reconciliation, ToolInvocation
 from tests.support.lifecycle import (
     AGENT,

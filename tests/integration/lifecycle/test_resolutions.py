@@ -14,7 +14,7 @@ from arvis.domain.ids import RunId
 from arvis.domain.journal import ResolutionArtifact
 from arvis.lifecycle.errors import AlreadyResolved, NotFound, NotUncertain, SelfResolution
 from arvis.lifecycle.policy.policy import PolicyConfig, TenantRules
-from arvis.lifecycle.ports import JournalEntry
+from arvis.lifecycle.records import JournalEntry
 from arvis.tools.base import Reconciliation, ToolInvocation
 from tests.support.lifecycle import (
     AGENT,

@@ -47,16 +47,16 @@ from arvis.domain.payload import freeze_payload
 from arvis.domain.states import ConfirmationState
 from arvis.lifecycle.journal import chain_hash, recomputes, recorded_text
 from arvis.lifecycle.policy.budgets import BudgetCharge
-from arvis.lifecycle.ports import (
+from arvis.lifecycle.ports import LifecycleStore
+from arvis.lifecycle.records import ConfirmationRecord
+from arvis.lifecycle.writes import (
     Admission,
     ApprovalStep,
     Binding,
     ConfirmationChange,
-    ConfirmationRecord,
     ConsentRenewal,
     ConsentRequest,
     JournalAppend,
-    LifecycleStore,
     Resolution,
 )
 from arvis.store.database import PgStore

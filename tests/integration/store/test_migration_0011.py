@@ -20,7 +20,7 @@ from arvis.domain.ids import RunId
 from arvis.domain.journal import JournalKind
 from arvis.domain.states import ConfirmationState
 from arvis.lifecycle.entries import expiry
-from arvis.lifecycle.ports import Binding, JournalAppend
+from arvis.lifecycle.writes import Binding, JournalAppend
 from arvis.store.journaling import journal_record
 from arvis.store.migrate import downgrade, upgrade
 from tests.support.lifecycle import AGENT, make_harness

@@ -30,7 +30,7 @@ from arvis.domain.journal import ExecutionArtifact, RefusalArtifact
 from arvis.domain.payload import freeze_payload
 from arvis.domain.states import ConfirmationState, settled_confirmation
 from arvis.lifecycle.journal import chain_hash, recorded_text
-from arvis.lifecycle.ports import Admission, Binding, ConfirmationChange, JournalAppend
+from arvis.lifecycle.writes import Admission, Binding, ConfirmationChange, JournalAppend
 from arvis.store.database import PgStore
 
 T = TenantId("t")

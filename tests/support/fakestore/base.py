@@ -15,10 +15,7 @@ from arvis.domain.boundary import EffectBoundary
 from arvis.domain.clock import Clock
 from arvis.domain.errors import IntegrityConflict, StoreUnavailable
 from arvis.domain.ids import IdempotencyKey, PlanId, RunId, TenantId
-from arvis.lifecycle.ports import (
-    InFlightAttempt,
-    JournalEntry,
-)
+from arvis.lifecycle.records import InFlightAttempt, JournalEntry
 from tests.support.fakestore.journal import Refused, stamp
 from tests.support.fakestore.tables import (
     AttemptRow,

@@ -9,11 +9,7 @@ from datetime import datetime, timedelta
 
 from arvis.domain.checkpoints import Checkpoint
 from arvis.domain.ids import IdempotencyKey, RunId, TenantId
-from arvis.lifecycle.ports import (
-    ConfirmationRecord,
-    InFlightAttempt,
-    UncertainAttempt,
-)
+from arvis.lifecycle.records import ConfirmationRecord, InFlightAttempt, UncertainAttempt
 from tests.support.fakestore.base import StoreBase, in_flight_of
 from tests.support.fakestore.reads import confirmation_record, uncertain_attempt
 from tests.support.fakestore.tables import (

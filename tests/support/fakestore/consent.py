@@ -8,12 +8,12 @@ from dataclasses import replace
 
 from arvis.domain.ids import ConfirmationId
 from arvis.domain.journal import artifact_text
-from arvis.lifecycle.ports import (
+from arvis.lifecycle.records import JournalEntry
+from arvis.lifecycle.writes import (
     ApprovalStep,
     ApproveAnswer,
     ConsentAnswer,
     ConsentRequest,
-    JournalEntry,
     Resolution,
     ResolveAnswer,
 )

@@ -18,7 +18,7 @@ from arvis.domain.journal import (
     ResolutionArtifact,
 )
 from arvis.lifecycle.journal import chain_hash
-from arvis.lifecycle.ports import JournalEntry
+from arvis.lifecycle.records import JournalEntry
 from tests.support.fakestore.tables import ResolutionRow, StoredEntry, Tables
 
 # The boundaries an entry trigger treats as uncertain (revision 0006).

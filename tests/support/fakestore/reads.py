@@ -12,7 +12,7 @@ from arvis.domain.checkpoints import Checkpoint
 from arvis.domain.ids import ConfirmationId, IdempotencyKey, RunId, TenantId
 from arvis.domain.states import ConfirmationState
 from arvis.lifecycle.journal import entry_row
-from arvis.lifecycle.ports import (
+from arvis.lifecycle.records import (
     Approval,
     BudgetUsage,
     ChainRow,

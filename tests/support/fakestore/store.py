@@ -29,15 +29,8 @@ from decimal import Decimal
 from arvis.domain.clock import Clock
 from arvis.domain.ids import IdempotencyKey, PlanId, RunId, TenantId
 from arvis.domain.journal import artifact_text
-from arvis.lifecycle.ports import (
-    Admission,
-    AdmitAnswer,
-    AppendAnswer,
-    DecisionHistory,
-    JournalAppend,
-    JournalEntry,
-    LatestAttempt,
-)
+from arvis.lifecycle.records import DecisionHistory, JournalEntry, LatestAttempt
+from arvis.lifecycle.writes import Admission, AdmitAnswer, AppendAnswer, JournalAppend
 from tests.support.fakestore.base import FakeDatabase, Spent, boundary_of, plan_of
 from tests.support.fakestore.chores import ChoreSteps
 from tests.support.fakestore.consent import ConsentSteps

@@ -14,7 +14,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from arvis.lifecycle.ports import JournalEntry
+from arvis.lifecycle.records import JournalEntry
 
 GENESIS = "0" * 64
 

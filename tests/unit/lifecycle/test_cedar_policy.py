@@ -21,7 +21,7 @@ from arvis.lifecycle.authorization import (
 from arvis.lifecycle.policy.cedar import CedarPolicy
 from arvis.lifecycle.policy.cedar.engine import CEDAR_INPUT
 from arvis.lifecycle.policy.policy import CAPABILITY_GATE, EGRESS_GATE, PolicyQuery, TenantRules
-from arvis.lifecycle.ports import NEW_DECISION
+from arvis.lifecycle.records import NEW_DECISION
 from arvis.tools.dispatcher import ToolDispatcher
 from arvis.tools.plans import ToolPlan, derive_plan_id
 from tests.support.cedar import PERMIT_ALL, cedar_policy

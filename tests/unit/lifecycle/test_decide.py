@@ -34,7 +34,7 @@ from arvis.lifecycle.authorization import (
     needs_earlier,
 )
 from arvis.lifecycle.policy.budgets import BudgetConfig, Budgets
-from arvis.lifecycle.ports import NEW_DECISION, DecisionHistory
+from arvis.lifecycle.records import NEW_DECISION, DecisionHistory
 from arvis.tools.plans import ToolPlan, derive_plan_id
 from tests.support.rules import (
     AGENT,

@@ -19,7 +19,7 @@ from arvis.domain.journal import (
 )
 from arvis.domain.states import ConfirmationState, StateTransitionError
 from arvis.lifecycle.entries import EXPIRY, consent_end, expiry, settle_append
-from arvis.lifecycle.ports import ConfirmationChange
+from arvis.lifecycle.writes import ConfirmationChange
 from arvis.store.journaling import journal_record
 from tests.support.rules import NOW, SEND, confirmation, request
 

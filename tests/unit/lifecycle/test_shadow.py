@@ -11,7 +11,7 @@ from arvis.domain.authorization import PolicyDecision
 from arvis.lifecycle.authorization import AwaitConsent, Proceed, Refuse, ToolAuthorizationService
 from arvis.lifecycle.policy.policy import PolicyQuery
 from arvis.lifecycle.policy.shadow import ShadowPolicy
-from arvis.lifecycle.ports import NEW_DECISION
+from arvis.lifecycle.records import NEW_DECISION
 from tests.support.cedar import cedar_policy
 from tests.support.rules import POLICY, PURGE, PUT, READ, SEND, FixedClock, request
 
