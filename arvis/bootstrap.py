@@ -1,38 +1,35 @@
 """The composition root: settings in, wired kernel out.
 
-Routes and the CLI get everything from the :class:`Kernel`; they never build
-their own pieces. Tests compose the same lifecycle with :func:`compose_lifecycle`.
+Every adapter is built here, once, when the kernel is built — the store's pools,
+the key and session stores, the outbox, checkpoints, the witness, the tools and
+their upstream sessions — and handed to what uses it. Routes, ``/mcp``, the console
+and the CLI get a :class:`arvis.kernel.Kernel` (or, for key administration,
+:func:`administration`) and never build their own pieces. Tests compose the same
+lifecycle with :func:`compose_lifecycle`. What ``arvis.toml`` declares is read and
+checked by :mod:`arvis.deployment`; the kernel's life is :mod:`arvis.kernel`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import os
 import socket
 import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field
 
-from arvis.config import (
-    Environment,
-    FileConfig,
-    Settings,
-    load_file_config,
-    load_object,
-    load_settings,
-)
+from arvis.config import Environment, Settings, load_file_config, load_settings
+from arvis.deployment import LoadedTools, load_audit_sink, load_tools, parse_audit_config
 from arvis.domain.clock import Clock
-from arvis.domain.errors import ArvisError, ConfigurationError
 from arvis.domain.ids import InstanceId
-from arvis.domain.sections import parse_section
-from arvis.evidence.setup import Evidence, load_evidence
+from arvis.evidence.export import BundleExporter
+from arvis.evidence.setup import load_evidence
 from arvis.evidence.witness import FileWitness
+from arvis.kernel import Kernel, Lifecycle, Resources
 from arvis.lifecycle.admission import AdmissionService
 from arvis.lifecycle.authorization import ToolAuthorizationService
 from arvis.lifecycle.clock import SystemClock
@@ -61,51 +58,29 @@ from arvis.lifecycle.policy.policy import (
 )
 from arvis.lifecycle.ports import AuditSink, LifecycleStore
 from arvis.lifecycle.receipts import IntentOutboxService
-from arvis.lifecycle.recovery import RecoveryRuntime, RecoverySweeper
+from arvis.lifecycle.records import JournalEntry
+from arvis.lifecycle.recovery import RecoverySweeper
 from arvis.lifecycle.replay import ReplayService
 from arvis.lifecycle.settlement import Settlement
 from arvis.lifecycle.syscalls import SyscallHandler, SyscallObserver, SyscallTracer
-from arvis.store.audit import AuditHost, PgPlanStore
+from arvis.store.audit import PgPlanStore
 from arvis.store.checkpoints import PgCheckpoints
 from arvis.store.database import PgStore, resolve_database
 from arvis.store.keys import PgKeyStore
 from arvis.store.outbox import PgOutbox
 from arvis.store.sessions import PgSessionStore
-from arvis.store.stats import audit_incomplete_runs, evidence_broken_runs
-from arvis.telemetry import load_tracing, telemetry_settings
+from arvis.store.stats import PgStats
+from arvis.telemetry import load_tracing
 from arvis.tools.base import Tool
 from arvis.tools.dispatcher import ToolDispatcher
 from arvis.tools.layers import DispatchDecorator
-from arvis.tools.mcp.pool import McpUpstreams
-from arvis.tools.plans import StaticToolPlanSource, ToolPlan
-from arvis.tools.registry import ToolHost, build_tool_set, parse_tools_config
+from arvis.tools.plans import StaticToolPlanSource
 from arvis.webhooks.deliverer import NotificationDeliverer
 
 if TYPE_CHECKING:
     from arvis.telemetry.tracing import Tracing
 
 DEFAULT_CONFIRMATION_TTL = timedelta(hours=24)
-
-
-@dataclass
-class Lifecycle:
-    """The governed path, wired: what a syscall, an approver and an auditor use."""
-
-    plans: StaticToolPlanSource
-    handler: SyscallHandler
-    manager: ConsentService
-    replay: ReplayService
-    policy: ToolPolicy
-    lease: InstanceLease
-    """This process's lease; the handler admits only while it is held (DESIGN §6)."""
-    sweeper: RecoverySweeper
-    resolutions: ResolutionService
-    """Resolving uncertain attempts (issue 16)."""
-    reconciler: Reconciler
-    budgets: BudgetReports
-    witness_feed: WitnessFeed | None = None
-    """Hands every entry this process appends to the witness (issue 23); None: no witness."""
-    """The ``[[budgets]]`` admission charges, and their use (``GET /v1/budgets``)."""
 
 
 def compose_lifecycle(
@@ -131,6 +106,9 @@ def compose_lifecycle(
     served_run: str | None = None,
     trusted_key: TrustedKey | None = None,
     witness_source: WitnessSource | None = None,
+    append_observers: Sequence[Callable[[JournalEntry], None]] = (),
+    plan_store: PgPlanStore | None = None,
+    checkpoints: PgCheckpoints | None = None,
 ) -> Lifecycle:
     """Wire the lifecycle of DESIGN §2 around a store and a tool set.
 
@@ -145,7 +123,9 @@ def compose_lifecycle(
     ``witness`` is told of every intent before its admission and of every entry this
     process appends after it committed; ``trusted_key`` and ``witness_source`` (a witness
     that can be read back) are what verify, replay and deduplicated answers check a run
-    with (issue 23).
+    with (issue 23). ``append_observers`` are told, with the witness, of every entry
+    appended (the checkpointer): the one place the store learns who listens.
+    ``plan_store`` and ``checkpoints`` are the kernel's (default: new ones on ``store``).
     """
     clock = clock or SystemClock()
     instance_id = instance_id or new_instance_id()
@@ -153,7 +133,7 @@ def compose_lifecycle(
     budgets = budgets or Budgets()
     lifecycle_store = lifecycle_store or store.ops
     dispatcher = ToolDispatcher(tools, decorators=decorators, default_deadline_s=tool_timeout_s)
-    plans = StaticToolPlanSource(dispatcher, store=PgPlanStore(store.engine))
+    plans = StaticToolPlanSource(dispatcher, store=plan_store or PgPlanStore(store.engine))
     lease = InstanceLease(lifecycle_store, instance_id, lease_ttl_s)
     resolutions = ResolutionService(
         lifecycle_store,
@@ -163,21 +143,19 @@ def compose_lifecycle(
     )
     reconciler = Reconciler(lifecycle_store, plans, resolutions, reconcile)
     sweeper = RecoverySweeper(lifecycle_store, clock, reconciler=reconciler)
+    feed = None if witness is None else WitnessFeed(witness)
+    store.ops.append_observers.extend([*append_observers, *([] if feed is None else [feed.note])])
     evidence = EvidenceService(
         lifecycle_store,
         clock,
         key=trusted_key,
         witness=witness_source,
-        flags=PgCheckpoints(store.engine),
-    )
-    feed = None
-    if witness is not None:
-        feed = WitnessFeed(witness)
-        store.ops.append_observers.append(feed.note)
+        flags=checkpoints or PgCheckpoints(store.engine),
         # A verify first hands the witness what this process appended; a witness that
         # is failing does not hold it up for long (what is pending is within the grace).
-        evidence.before_witness.append(lambda: feed.drain(1.0))
-        evidence.pending.append(feed.pending_records)
+        before_witness=() if feed is None else (lambda: feed.drain(1.0),),
+        pending=() if feed is None else (feed.pending_records,),
+    )
     admission = AdmissionService(
         store=lifecycle_store,
         plans=plans,
@@ -203,6 +181,7 @@ def compose_lifecycle(
         handler=handler,
         manager=ConsentService(lifecycle_store, clock, allow_self_approval=allow_self_approval),
         replay=ReplayService(lifecycle_store, evidence),
+        evidence=evidence,
         policy=policy,
         lease=lease,
         sweeper=sweeper,
@@ -215,219 +194,6 @@ def compose_lifecycle(
 
 def new_instance_id() -> InstanceId:
     return InstanceId(f"{socket.gethostname()}:{uuid.uuid4().hex[:12]}")
-
-
-@dataclass
-class Kernel:
-    """Everything a running ARVIS instance needs, wired once."""
-
-    settings: Settings
-    file_config: FileConfig
-    store: PgStore
-    lifecycle: Lifecycle
-    http: httpx.AsyncClient
-    instance_id: InstanceId
-    recovery: RecoveryRuntime | None = None
-    upstreams: McpUpstreams = field(default_factory=McpUpstreams.empty)
-    """Sessions to the upstream MCP servers whose tools are in the plan."""
-    tracing: Tracing | None = None
-    """Tracing of syscalls (``[telemetry]``); None when it is off."""
-    deliverer: NotificationDeliverer | None = None
-    """Posts the notification outbox to the declared webhooks (issue 16)."""
-    evidence: Evidence = field(default_factory=Evidence)
-    """The signing key, trusted public key and witness (issue 19)."""
-    checkpointer: Checkpointer | None = None
-    """Signs run heads off the governed path; None without a signing key."""
-
-    @functools.cached_property
-    def checkpoints(self) -> PgCheckpoints:
-        """Signed checkpoints of every run, on the same store."""
-        return PgCheckpoints(self.store.engine)
-
-    @functools.cached_property
-    def keys(self) -> PgKeyStore:
-        """API keys of every tenant, on the same store."""
-        return PgKeyStore(self.store.engine, self.store.ops)
-
-    @functools.cached_property
-    def console_sessions(self) -> PgSessionStore:
-        """Operator console sessions (``/console``), each tied to a live API key."""
-        return PgSessionStore(self.store.engine)
-
-    async def audit_incomplete_runs(self) -> int:
-        """How many runs, over all tenants, are flagged audit-incomplete (``/metrics``)."""
-        return await audit_incomplete_runs(self.store.engine)
-
-    async def evidence_broken_runs(self) -> int:
-        """How many runs, over all tenants, were found with broken evidence (``/metrics``)."""
-        return await evidence_broken_runs(self.store.engine)
-
-    async def start(self) -> None:
-        """Claim this process's lease, settle what earlier lives left behind, and
-        keep beating and sweeping (DESIGN §6). Nothing is admitted before this."""
-        chores: list[tuple[float, Any]] = [
-            (self.settings.sweep_interval_s, self.lifecycle.manager.expire_due)
-        ]
-        if self.deliverer is not None:
-            interval = self.deliverer.notifications.config.interval_s
-            chores.append((interval, self.deliverer.deliver_once))
-        if self.checkpointer is not None and self.checkpointer.policy.idle_s:
-            idle_s = self.checkpointer.policy.idle_s
-            chores.append((max(0.1, idle_s / 2), self.checkpointer.checkpoint_idle))
-        self.recovery = RecoveryRuntime(
-            self.lifecycle.lease,
-            self.lifecycle.sweeper,
-            sweep_interval_s=self.settings.sweep_interval_s,
-            chores=chores,
-        )
-        await self.recovery.start()
-
-    async def close(self) -> None:
-        """Graceful shutdown: stop admitting, let in-flight syscalls finish and
-        journal within the grace period, then release the lease."""
-        handler = self.lifecycle.handler
-        handler.stop_admitting()
-        await handler.drain(self.settings.shutdown_grace_s)
-        if self.recovery is not None:
-            await self.recovery.stop()
-        if self.checkpointer is not None:
-            # The runs this process appended to are signed before it goes.
-            await self.checkpointer.flush()
-        feed = self.lifecycle.witness_feed
-        if feed is not None:
-            # What the witness has not taken yet is logged by position: verify will
-            # show those entries as not witnessed.
-            await feed.drain(self.settings.shutdown_grace_s)
-            feed.abandon()
-        await self.upstreams.aclose()
-        await self.http.aclose()
-        await self.store.close()
-        if self.tracing is not None:
-            # Flushing may wait on the collector: never on the event loop.
-            await asyncio.to_thread(self.tracing.shutdown)
-
-
-class AuditConfig(BaseModel):
-    """The ``[audit]`` section: which :class:`AuditSink` records intents."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    sink: str | None = None
-    """``package.module:factory``, called with an :class:`AuditHost`; unset: the
-    built-in PostgreSQL sink."""
-    options: dict[str, Any] = Field(default_factory=dict)
-    checkpoints: dict[str, Any] | None = None
-    """``[audit.checkpoints]`` (arvis.evidence.setup.CheckpointsConfig)."""
-    witness: dict[str, Any] | None = None
-    """``[audit.witness]``: a built-in witness (arvis.evidence.witness.WitnessConfig)."""
-
-
-def parse_audit_config(raw: Mapping[str, Any]) -> AuditConfig:
-    return parse_section(AuditConfig, raw, "[audit]")
-
-
-def load_audit_sink(config: AuditConfig, store_fingerprint: str) -> AuditSink | None:
-    """The deployment's audit sink, or None for the built-in one (DESIGN §1)."""
-    if config.sink is None:
-        return None
-    factory = load_object(config.sink, "audit")
-    if not callable(factory):
-        raise ConfigurationError(f"[audit] sink {config.sink!r} is not callable")
-    host = AuditHost(store_fingerprint=store_fingerprint, options=config.options)
-    try:
-        sink = factory(host)
-    except ArvisError:
-        raise
-    except Exception as exc:  # start-up boundary: the operator sees the text
-        raise ConfigurationError(f"[audit] sink {config.sink!r} failed: {exc!r}") from exc
-    if not callable(getattr(sink, "record", None)):
-        raise ConfigurationError(f"[audit] sink {config.sink!r} returned no audit sink")
-    return cast(AuditSink, sink)
-
-
-@dataclass
-class LoadedTools:
-    """The declared tool set, and the upstream MCP sessions some of its tools use."""
-
-    tools: list[Tool]
-    upstreams: McpUpstreams
-
-    async def aclose(self) -> None:
-        await self.upstreams.aclose()
-
-
-async def load_tools(
-    settings: Settings,
-    file_config: FileConfig,
-    http: httpx.AsyncClient,
-    *,
-    tracing: Tracing | None = None,
-) -> LoadedTools:
-    """The declared tool set: application factories over built-in fallbacks.
-
-    Upstream MCP servers are started and their tool lists read first, so their
-    tools are pinned into the plan like any other; the caller closes them. With
-    ``tracing``, every call to them carries the trace on in its ``_meta``.
-    """
-    config = parse_tools_config(file_config.tools)
-    inject = None if tracing is None else tracing.inject
-    policy = parse_policy_config(file_config.policy)
-    scopes = [rules.egress_hosts for rules in (policy.default, *policy.tenants.values())]
-    upstreams = await McpUpstreams.open(config.mcp, os.environ, inject=inject, egress_scopes=scopes)
-    try:
-        host = ToolHost(
-            sandbox_dir=settings.sandbox_dir,
-            http=http,
-            environ=os.environ,
-            mcp_tools=upstreams.tools,
-        )
-        return LoadedTools(build_tool_set(file_config.tools, host), upstreams)
-    except BaseException:
-        await upstreams.aclose()
-        raise
-
-
-async def declared_plan(settings: Settings, file_config: FileConfig | None = None) -> ToolPlan:
-    """The tool plan ``arvis.toml`` declares, built and checked without a database.
-
-    Its id is the one a served kernel leases. It is for listing and checking only:
-    nothing is persisted, the HTTP client its tools were built with is closed, and
-    upstream MCP servers are started only to read their tool lists.
-    """
-    file_config = file_config or load_file_config(settings)
-    async with httpx.AsyncClient() as http:
-        loaded = await load_tools(settings, file_config, http)
-        try:
-            dispatcher = ToolDispatcher(loaded.tools)
-        finally:
-            await loaded.aclose()
-    return StaticToolPlanSource(dispatcher).current
-
-
-async def check_deployment(settings: Settings) -> None:
-    """Everything ``arvis.toml`` declares, built and checked, without a database.
-
-    ``arvis serve`` runs this before it starts workers, so a contradictory tool or
-    a broken section stops start-up with one line naming it, not a traceback.
-    """
-    file_config = load_file_config(settings)
-    plan = await declared_plan(settings, file_config)
-    build_policy(
-        parse_policy_config(file_config.policy), settings.config_dir, plan.definitions.values()
-    )
-    parse_budgets_config(file_config.budgets)
-    parse_confirmations_config(file_config.confirmations)
-    parse_reconcile_config(file_config.reconcile)
-    load_notifications(file_config.notify, os.environ)
-    telemetry_settings(file_config.telemetry, os.environ)
-    audit = parse_audit_config(file_config.audit)
-    if audit.sink is not None:
-        load_object(audit.sink, "audit")
-    load_evidence(settings.signing_key_file, audit.checkpoints, audit.witness, settings.config_dir)
-    if file_config.provider:
-        from arvis.providers.config import load_provider_config
-
-        load_provider_config(file_config.provider)
 
 
 async def build_kernel(
@@ -484,10 +250,23 @@ async def build_kernel(
         _shut(tracing)
         raise
     instance_id = InstanceId(settings.instance_id) if settings.instance_id else new_instance_id()
+    clock = SystemClock()
+    checkpoints, plan_store = PgCheckpoints(store.engine), PgPlanStore(store.engine)
+    checkpointer = None
+    if evidence.signing_key is not None:
+        checkpointer = Checkpointer(
+            evidence.signing_key,
+            checkpoints,
+            clock,
+            evidence.policy,
+            journal=store.ops,
+            witness=evidence.witness,
+        )
     lifecycle = compose_lifecycle(
         store=store,
         tools=loaded.tools,
         policy=policy,
+        clock=clock,
         instance_id=instance_id,
         tool_timeout_s=settings.tool_timeout_s,
         audit_sink=audit_sink,
@@ -503,34 +282,45 @@ async def build_kernel(
         served_run=settings.turn_run_id,
         trusted_key=evidence.public_key,
         witness_source=evidence.witness if isinstance(evidence.witness, FileWitness) else None,
+        append_observers=() if checkpointer is None else (checkpointer.note,),
+        plan_store=plan_store,
+        checkpoints=checkpoints,
     )
-    checkpointer = None
-    if evidence.signing_key is not None:
-        checkpointer = Checkpointer(
-            evidence.signing_key,
-            PgCheckpoints(store.engine),
-            lifecycle.handler.clock,
-            evidence.policy,
-            journal=store.ops,
-            witness=evidence.witness,
-        )
-        store.ops.append_observers.append(checkpointer.note)
-    deliverer = NotificationDeliverer(
-        PgOutbox(store.ops), notifications, http, lifecycle.handler.clock
-    )
+    outbox = PgOutbox(store.engine)
     return Kernel(
         settings=settings,
         file_config=file_config,
-        store=store,
         lifecycle=lifecycle,
-        http=http,
         instance_id=instance_id,
-        upstreams=loaded.upstreams,
-        deliverer=deliverer,
-        tracing=tracing,
-        evidence=evidence,
+        keys=PgKeyStore(store.engine, store.ops),
+        console_sessions=PgSessionStore(store.engine),
+        outbox=outbox,
+        stats=PgStats(store.engine),
+        bundles=BundleExporter(store.ops, plan_store, evidence.public_key, checkpointer),
+        resources=Resources(store, http, loaded.upstreams),
+        public_url=notifications.config.base_url,
+        deliverer=NotificationDeliverer(outbox, notifications, http, clock),
         checkpointer=checkpointer,
+        tracing=tracing,
     )
+
+
+@dataclass
+class Administration:
+    """What key administration needs, without a lifecycle: ``arvis keys`` and the quick
+    start's demo keys, which run before (or beside) any served instance."""
+
+    keys: PgKeyStore
+
+
+@asynccontextmanager
+async def administration(url: str) -> AsyncIterator[Administration]:
+    """The store at ``url``, opened for administration and closed after."""
+    store = await PgStore.open(url, pool_size=2)
+    try:
+        yield Administration(keys=PgKeyStore(store.engine, store.ops))
+    finally:
+        await store.close()
 
 
 def _shut(tracing: Tracing | None) -> None:

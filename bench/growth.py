@@ -91,7 +91,7 @@ async def measure_growth(
         replayed = await largest.lifecycle.replay.replay(TenantId(TENANT), RunId(run_id))
         replay_s = time.perf_counter() - start
         start = time.perf_counter()
-        report = await largest.lifecycle.replay.verify(TenantId(TENANT), RunId(run_id))
+        report = await largest.lifecycle.evidence.verify(TenantId(TENANT), RunId(run_id))
         verify_s = time.perf_counter() - start
     if len(replayed) != replay_entries or not report.ok:
         raise RuntimeError(f"replay gave {len(replayed)} results; verify said {report}")

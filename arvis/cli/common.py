@@ -10,13 +10,14 @@ import typer
 
 from arvis.config import Settings, load_settings
 from arvis.domain.errors import ArvisError
-from arvis.store.database import DatabaseTarget, PgStore, resolve_database
+from arvis.store.database import DatabaseTarget, resolve_database
 from arvis.store.engine import create_sync_engine, redacted
 from arvis.store.errors import translate
 from arvis.store.migrate import check_revision
 
 if TYPE_CHECKING:
-    from arvis.bootstrap import Kernel
+    from arvis.bootstrap import Administration
+    from arvis.kernel import Kernel
     from arvis.lifecycle.syscalls import SyscallObserver
 
 T = TypeVar("T")
@@ -45,7 +46,7 @@ def database_or_exit(settings: Settings, *, stop_at_exit: bool = True) -> Databa
 
 def deployment_or_exit(settings: Settings) -> None:
     """Stop with one line when ``arvis.toml`` declares something unusable."""
-    from arvis.bootstrap import check_deployment
+    from arvis.deployment import check_deployment
 
     try:
         asyncio.run(check_deployment(settings))
@@ -67,18 +68,19 @@ def require_schema(url: str) -> None:
         engine.dispose()
 
 
-async def with_store(url: str, use: Callable[[PgStore], Awaitable[T]]) -> T:
-    """Open the store, use it, close it; domain errors become one line and exit 1."""
+def with_administration(url: str, use: Callable[[Administration], Awaitable[T]]) -> T:
+    """Key administration on the store at ``url`` (no lifecycle, no tools), closed
+    after; domain errors become one line and exit 1."""
+    from arvis.bootstrap import administration
+
+    async def main() -> T:
+        async with administration(url) as admin:
+            return await use(admin)
+
     try:
-        store = await PgStore.open(url)
+        return asyncio.run(main())
     except ArvisError as exc:
         fail(exc.message)
-    try:
-        return await use(store)
-    except ArvisError as exc:
-        fail(exc.message)
-    finally:
-        await store.close()
 
 
 def with_kernel(

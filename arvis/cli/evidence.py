@@ -9,17 +9,15 @@ from typing import Annotated, Any
 
 import typer
 
-from arvis.bootstrap import Kernel
 from arvis.cli.common import fail, settings_or_exit, with_kernel
 from arvis.cli.output import emit_json
 from arvis.domain.errors import ArvisError
 from arvis.domain.ids import RunId, TenantId
-from arvis.evidence.bundle import build_bundle, verify_bundle
+from arvis.evidence.bundle import verify_bundle
 from arvis.evidence.keys import PublicKey, SigningKey
 from arvis.evidence.witness import read_witness
-from arvis.lifecycle.errors import NotFound
-from arvis.lifecycle.evidence.verify import EvidenceReport, verify_run
-from arvis.store.audit import PgPlanStore
+from arvis.kernel import Kernel
+from arvis.lifecycle.evidence.verify import EvidenceReport
 
 signing_app = typer.Typer(
     help="The Ed25519 key that signs run checkpoints (ARVIS_SIGNING_KEY_FILE).",
@@ -85,24 +83,14 @@ def export(
     given = _public_key(public_key)
 
     async def use(kernel: Kernel) -> bytes:
-        key = given or kernel.evidence.public_key
-        # With the signing key here, the bundle's last entry is signed too (when the
-        # chain descends from the head signed last), so nothing in it is unverified.
-        checkpointer = kernel.checkpointer
-        if checkpointer is not None and not await checkpointer.sign_head(tenant, run):
+        exported = await kernel.bundles.export(TenantId(tenant), RunId(run), given)
+        if not exported.head_signed:
             typer.echo(
                 f"arvis: warning: the head of run {run} was not signed (see the log):"
                 " its last entries will not verify with the public key",
                 err=True,
             )
-        async with kernel.store.ops.reading() as reads:
-            record = await reads.run(TenantId(tenant), RunId(run))
-            if record is None:
-                raise NotFound(f"no run {run} in tenant {tenant}")
-            signed = await reads.checkpoints(TenantId(tenant), RunId(run))
-            definitions = await PgPlanStore(kernel.store.engine).load_plan(record.plan_id)
-            plans = {} if definitions is None else {str(record.plan_id): definitions}
-            return await build_bundle(reads, TenantId(tenant), RunId(run), plans, signed, key)
+        return exported.data
 
     data = with_kernel(use)
     if output is None:
@@ -179,18 +167,9 @@ def verify_with_evidence(
     records = None if witness is None else _witness_records(witness)
 
     async def use(kernel: Kernel) -> EvidenceReport:
-        async with kernel.store.ops.reading() as reads:
-            try:
-                return await verify_run(
-                    reads,
-                    TenantId(tenant),
-                    RunId(run),
-                    key=trusted,
-                    witness=records,
-                    now=kernel.lifecycle.handler.clock.now(),
-                )
-            except LookupError:
-                raise NotFound(f"no run {run} in tenant {tenant}") from None
+        return await kernel.lifecycle.evidence.verify_with(
+            TenantId(tenant), RunId(run), key=trusted, witness=records
+        )
 
     report = with_kernel(use)
     print_report(run, report, json_out, key=trusted is not None, witness=witness is not None)

@@ -23,7 +23,7 @@ import typer
 from arvis.lifecycle.errors import ShuttingDown
 
 if TYPE_CHECKING:
-    from arvis.bootstrap import Kernel
+    from arvis.kernel import Kernel
 
 T = TypeVar("T")
 

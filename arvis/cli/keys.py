@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -12,12 +11,12 @@ from typing import Annotated, Any
 
 import typer
 
-from arvis.cli.common import database_or_exit, fail, settings_or_exit, with_store
+from arvis.bootstrap import Administration
+from arvis.cli.common import database_or_exit, fail, settings_or_exit, with_administration
 from arvis.cli.output import emit_json, table
+from arvis.domain.apikeys import ApiKeyRecord
 from arvis.domain.authorization import GROUP_PATTERN
 from arvis.domain.identity import Role
-from arvis.store.database import PgStore
-from arvis.store.keys import ApiKeyRecord, PgKeyStore
 
 keys_app = typer.Typer(help="Create, list and revoke API keys.", no_args_is_help=True)
 
@@ -66,11 +65,11 @@ def create(
         if not re.fullmatch(GROUP_PATTERN, name):
             fail(f"{name!r} is not a group name (lowercase letters, digits, '.', '_', '-')", 2)
 
-    async def use(store: PgStore) -> tuple[ApiKeyRecord, str]:
-        record, issued = await PgKeyStore(store.engine).create(tenant, principal, roles, groups)
+    async def use(admin: Administration) -> tuple[ApiKeyRecord, str]:
+        record, issued = await admin.keys.create(tenant, principal, roles, groups)
         return record, issued.token
 
-    record, token = asyncio.run(with_store(_url(), use))
+    record, token = with_administration(_url(), use)
     typer.echo(
         f"created key {record.key_id} for {record.principal} in tenant {record.tenant_id}"
         f" ({', '.join(record.roles)})"
@@ -97,10 +96,10 @@ def list_keys(
 ) -> None:
     """List keys (never their secrets)."""
 
-    async def use(store: PgStore) -> list[ApiKeyRecord]:
-        return await PgKeyStore(store.engine).list(tenant)
+    async def use(admin: Administration) -> list[ApiKeyRecord]:
+        return await admin.keys.list(tenant)
 
-    rows = [_row(r) for r in asyncio.run(with_store(_url(), use))]
+    rows = [_row(r) for r in with_administration(_url(), use)]
     if json_out:
         emit_json(rows)
         return
@@ -117,10 +116,10 @@ def revoke(
 ) -> None:
     """Revoke a key; requests with it are refused from now on."""
 
-    async def use(store: PgStore) -> bool:
-        return await PgKeyStore(store.engine).revoke(key_id, tenant)
+    async def use(admin: Administration) -> bool:
+        return await admin.keys.revoke(key_id, tenant)
 
-    if not asyncio.run(with_store(_url(), use)):
+    if not with_administration(_url(), use):
         fail(f"no live key {key_id}")
     typer.echo(f"revoked key {key_id}")
 
@@ -134,9 +133,11 @@ def ensure_demo_keys(url: str, data_dir: Path) -> tuple[dict[str, str], bool]:
     path = data_dir / DEMO_KEYS_FILE
     saved = _read_demo_keys(path)
 
-    async def check_or_mint(store: PgStore) -> dict[str, str] | None:
-        keys = PgKeyStore(store.engine)
-        if saved is not None and await _all_live(keys, saved):
+    async def check_or_mint(admin: Administration) -> dict[str, str] | None:
+        keys = admin.keys
+        if saved is not None and all(
+            [await keys.authenticated(t) is not None for t in saved.values()]
+        ):
             return None
         tokens: dict[str, str] = {}
         for role in DEMO_ROLES:
@@ -144,7 +145,7 @@ def ensure_demo_keys(url: str, data_dir: Path) -> tuple[dict[str, str], bool]:
             tokens[role] = issued.token
         return tokens
 
-    minted = asyncio.run(with_store(url, check_or_mint))
+    minted = with_administration(url, check_or_mint)
     if minted is None:
         assert saved is not None
         return saved, False
@@ -162,20 +163,3 @@ def _read_demo_keys(path: Path) -> dict[str, str] | None:
         if isinstance(data, dict) and all(isinstance(data.get(role), str) for role in DEMO_ROLES):
             return {role: data[role] for role in DEMO_ROLES}
     return None
-
-
-async def _all_live(keys: PgKeyStore, tokens: dict[str, str]) -> bool:
-    from arvis.domain.apikeys import parse_token, secret_matches
-
-    for token in tokens.values():
-        presented = parse_token(token)
-        if presented is None:
-            return False
-        record = await keys.get(presented.key_id)
-        if (
-            record is None
-            or record.revoked
-            or not secret_matches(presented.secret, record.secret_hash)
-        ):
-            return False
-    return True

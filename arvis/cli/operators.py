@@ -7,13 +7,12 @@ from typing import Annotated, Any
 
 import typer
 
-from arvis.bootstrap import Kernel
 from arvis.cli.common import JsonFlag, fail, with_kernel
 from arvis.cli.output import emit_json, table
 from arvis.domain.ids import RunId
 from arvis.domain.journal import ResolutionArtifact
+from arvis.kernel import Kernel
 from arvis.lifecycle.consent.resolution import RESOLVED_AS
-from arvis.store.outbox import PgOutbox
 
 API_KEY_VARIABLE = "ARVIS_API_KEY"
 notify_app = typer.Typer(help="The notification outbox.", no_args_is_help=True)
@@ -50,9 +49,9 @@ def resolve(
         fail(f"set {API_KEY_VARIABLE} to an approver's API key: the resolver is its principal", 2)
 
     async def use(kernel: Kernel) -> dict[str, Any]:
-        from arvis.web.identity import authenticate
-
-        identity = await authenticate(kernel, token)
+        identity = await kernel.keys.authenticated(token)
+        if identity is None:
+            fail(f"the key in {API_KEY_VARIABLE} is not a live API key")
         if not identity.has_role("approver"):
             fail("resolving needs a key with the approver or admin role")
         entry = await kernel.lifecycle.resolutions.resolve(
@@ -113,7 +112,7 @@ def list_events(
         fail("--state must be PENDING, DELIVERED or DEAD", 2)
 
     async def use(kernel: Kernel) -> list[dict[str, Any]]:
-        rows = await PgOutbox(kernel.store.ops).list(
+        rows = await kernel.outbox.list(
             state=None if state is None else state.upper(), tenant_id=tenant, limit=limit
         )
         return [
@@ -143,6 +142,6 @@ def retry_dead(
     """Give every DEAD event a fresh round of delivery attempts."""
 
     async def use(kernel: Kernel) -> int:
-        return await PgOutbox(kernel.store.ops).retry_dead(tenant_id=tenant)
+        return await kernel.outbox.retry_dead(tenant_id=tenant)
 
     typer.echo(f"{with_kernel(use)} dead events will be delivered again")

@@ -13,10 +13,10 @@ from typing import Annotated, Any
 
 import typer
 
-from arvis.bootstrap import declared_plan
 from arvis.cli.common import JsonFlag, fail, settings_or_exit
 from arvis.cli.output import emit_json
 from arvis.config import Settings, load_file_config
+from arvis.deployment import declared_plan
 from arvis.domain.authorization import PolicyDecision
 from arvis.domain.context import AuthorizedEffectContext
 from arvis.domain.errors import ArvisError

@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from arvis.bootstrap import Kernel
 from arvis.cli.common import with_kernel
 from arvis.cli.output import emit_json, table
+from arvis.kernel import Kernel
 from arvis.lifecycle.recovery import SettledIntent
 
 

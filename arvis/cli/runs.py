@@ -8,12 +8,13 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from arvis.bootstrap import Kernel, declared_plan
 from arvis.cli import evidence
 from arvis.cli.common import JsonFlag, fail, settings_or_exit, with_kernel
 from arvis.cli.output import emit_json, outcome_table, table
+from arvis.deployment import declared_plan
 from arvis.domain.errors import ArvisError
 from arvis.domain.ids import RunId, TenantId
+from arvis.kernel import Kernel
 from arvis.lifecycle.evidence.verify import EvidenceReport
 from arvis.lifecycle.results import SyscallResult
 from arvis.tools.describe import describe_plan
@@ -121,8 +122,8 @@ def verify(
 
     async def use(kernel: Kernel) -> tuple[EvidenceReport, bool, bool]:
         # The deployment's own key and witness: the verification the API answers.
-        report = await kernel.lifecycle.replay.verify(TenantId(tenant_id), RunId(run))
-        evidence_service = kernel.lifecycle.replay.evidence
+        evidence_service = kernel.lifecycle.evidence
+        report = await evidence_service.verify(TenantId(tenant_id), RunId(run))
         return report, evidence_service.key is not None, evidence_service.witness is not None
 
     report, keyed, witnessed = with_kernel(use)

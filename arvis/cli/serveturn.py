@@ -36,7 +36,7 @@ from arvis.domain.ids import ID_PATTERN
 if TYPE_CHECKING:
     import uvicorn
 
-    from arvis.bootstrap import Kernel
+    from arvis.kernel import Kernel
     from arvis.lifecycle.syscalls import SyscallObserver
     from arvis.web.metrics import ApiMetrics
 

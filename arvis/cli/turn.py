@@ -13,7 +13,6 @@ from typing import Annotated
 
 import typer
 
-from arvis.bootstrap import Kernel, Lifecycle
 from arvis.cli.common import JsonFlag, fail, settings_or_exit, with_kernel
 from arvis.cli.output import emit_json, outcome_table
 from arvis.config import Environment
@@ -21,6 +20,7 @@ from arvis.domain.decisions import ActionDecision
 from arvis.domain.definitions import ToolDefinition
 from arvis.domain.identity import Identity
 from arvis.domain.ids import PrincipalId, TenantId
+from arvis.kernel import Kernel, Lifecycle
 from arvis.lifecycle.request import Syscall
 from arvis.lifecycle.results import SyscallResult
 from arvis.providers.base import ModelProvider, ModelRequest, ModelTurn, Progress, TextDelta

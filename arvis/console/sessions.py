@@ -23,9 +23,9 @@ from datetime import datetime
 
 from fastapi import Request, Response
 
-from arvis.bootstrap import Kernel
 from arvis.domain.errors import ArvisError
 from arvis.domain.identity import Identity
+from arvis.kernel import Kernel
 from arvis.web.identity import ForbiddenRole, authenticate
 
 SESSION_COOKIE = "arvis_console"

@@ -13,6 +13,10 @@ import hmac
 import re
 import secrets
 from dataclasses import dataclass
+from datetime import datetime
+
+from arvis.domain.identity import Identity, Role
+from arvis.domain.ids import PrincipalId, TenantId
 
 TOKEN_PREFIX = "arvis_"
 _TOKEN = re.compile(r"^arvis_(k[0-9a-f]{16})_([A-Za-z0-9_-]{43,128})$")
@@ -53,3 +57,32 @@ def hash_secret(secret: str) -> str:
 def secret_matches(secret: str, secret_hash: str) -> bool:
     """Constant-time comparison of a presented secret with a stored hash."""
     return hmac.compare_digest(hash_secret(secret), secret_hash)
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKeyRecord:
+    tenant_id: str
+    key_id: str
+    principal: str
+    roles: tuple[Role, ...]
+    secret_hash: str
+    created_at: datetime
+    revoked_at: datetime | None
+    groups: tuple[str, ...] = ()
+    """Approver groups (revision 0006)."""
+
+    @property
+    def revoked(self) -> bool:
+        return self.revoked_at is not None
+
+    def identity(self) -> Identity:
+        """Who a request authenticated by this key is: the one mapping from a key to an
+        identity, for the API and the console alike."""
+        return Identity(
+            tenant_id=TenantId(self.tenant_id),
+            principal_id=PrincipalId(self.principal),
+            method="api_key",
+            key_id=self.key_id,
+            roles=self.roles,
+            groups=self.groups,
+        )

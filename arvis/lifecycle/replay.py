@@ -21,7 +21,7 @@ from arvis.domain.ids import RunId, TenantId
 from arvis.domain.journal import JournalKind
 from arvis.lifecycle.clock import SystemClock
 from arvis.lifecycle.errors import ChainBroken, NotFound, RunOfAnotherPrincipal
-from arvis.lifecycle.evidence.verify import EvidenceReport, EvidenceService
+from arvis.lifecycle.evidence.verify import EvidenceService
 from arvis.lifecycle.ports import LifecycleStore
 from arvis.lifecycle.records import ChainRow, JournalEntry, RunSummary
 from arvis.lifecycle.results import SyscallResult, result_from_entry
@@ -174,10 +174,7 @@ class ReplayService:
 
     async def _collect(self, collector: _Collector) -> bool:
         """Verify the run into ``collector``; answer the run's audit-incomplete flag."""
-        try:
-            report = await self.evidence.verify(collector.tenant_id, collector.run_id, collector)
-        except LookupError:
-            raise NotFound(f"no run {collector.run_id}") from None
+        report = await self.evidence.verify(collector.tenant_id, collector.run_id, collector)
         if not report.ok:
             raise ChainBroken(
                 collector.run_id,
@@ -200,11 +197,3 @@ class ReplayService:
         """The tenant's runs, newest first, with their flags; and how many match in all."""
         async with self.store.reading() as reads:
             return await reads.runs(tenant_id, containing or None, limit, offset)
-
-    async def verify(self, tenant_id: TenantId, run_id: RunId) -> EvidenceReport:
-        """The run's evidence with the deployment's key and witness (the API's verify,
-        ``arvis verify RUN`` and the console's run page)."""
-        try:
-            return await self.evidence.verify(tenant_id, run_id)
-        except LookupError:
-            raise NotFound(f"no run {run_id}") from None

@@ -25,7 +25,7 @@ from arvis.web.identity import Unauthenticated, authenticate, scope_log_fields
 from arvis.web.problems import error_response, problem
 
 if TYPE_CHECKING:
-    from arvis.bootstrap import Kernel
+    from arvis.kernel import Kernel
     from arvis.mcp.server import McpGateway
 
 
@@ -55,7 +55,7 @@ class McpEndpoint:
             await problem("shutting_down", "MCP is not being served")(scope, receive, send)
             return
         try:
-            identity = await authenticate(kernel, _bearer(scope))
+            identity = await authenticate(kernel, _bearer(scope), scope_log_fields(scope))
         except Unauthenticated as exc:
             await problem("unauthenticated", exc.message)(scope, receive, send)
             return
@@ -65,7 +65,6 @@ class McpEndpoint:
         if not identity.has_role("agent"):
             await problem("forbidden_role", "/mcp needs the role agent")(scope, receive, send)
             return
-        scope_log_fields(scope)["key"] = identity.key_id or ""
         if scope["method"] != "POST":
             refused = problem("method_not_allowed", "MCP here is one POST per message")
             refused.headers["Allow"] = "POST"

@@ -28,7 +28,6 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from arvis import __version__
-from arvis.bootstrap import Kernel
 from arvis.domain.authorization import DenialReason
 from arvis.domain.decisions import ActionDecision
 from arvis.domain.definitions import ReplaySafety, ToolDefinition
@@ -37,7 +36,7 @@ from arvis.domain.idempotency import derive_idempotency_key
 from arvis.domain.identity import Identity
 from arvis.domain.ids import CausalId, RunId
 from arvis.domain.payload import FrozenEffectPayload, freeze_payload
-from arvis.lifecycle.consent.notify import NotifyConfig
+from arvis.kernel import Kernel
 from arvis.lifecycle.request import Syscall
 from arvis.lifecycle.results import SyscallResult
 from arvis.mcp.answers import (
@@ -75,14 +74,6 @@ def approval_url(base_url: str, confirmation_id: str) -> str:
     request's ``Host`` header says: a link a model shows a person must point where the
     operator said."""
     return f"{base_url.rstrip('/')}/console/confirmations/{confirmation_id}"
-
-
-def public_url(kernel: Kernel) -> str:
-    """The deployment's public address: ``[notify] base_url`` (its default,
-    ``http://localhost:8000``, is the quick start's own)."""
-    if kernel.deliverer is not None:
-        return kernel.deliverer.notifications.config.base_url
-    return NotifyConfig().base_url
 
 
 def mcp_tool(definition: ToolDefinition) -> types.Tool:
@@ -199,7 +190,7 @@ class McpGateway:
                 tool=tool,
                 confirmation_id=pending.confirmation_id,
             )
-        run_id = run_id or default_run_id(identity, kernel.settings.turn_run_id)
+        run_id = run_id or default_run_id(identity, kernel.lifecycle.handler.served_run)
         causal_id = causal_id or default_causal_id(tool, definition, payload)
         try:
             decision = ActionDecision(tool=tool, payload=arguments)
@@ -248,7 +239,7 @@ class McpGateway:
         payload: FrozenEffectPayload,
     ) -> types.CallToolResult | types.InputRequiredResult:
         assert result.confirmation is not None
-        url = approval_url(public_url(kernel), result.confirmation.id)
+        url = approval_url(kernel.public_url, result.confirmation.id)
         approver = f"a principal with the approver role in tenant {identity.tenant_id!r}"
         if not kernel.lifecycle.manager.allow_self_approval:
             approver += " other than you"

@@ -13,10 +13,11 @@ from starlette.routing import Route
 from arvis import __version__
 from arvis.api.routes import budgets, confirmations, resolutions, runs, syscalls, system
 from arvis.api.routes import checkpoints as run_checkpoints
-from arvis.bootstrap import Kernel, build_kernel
+from arvis.bootstrap import build_kernel
 from arvis.config import Environment, load_settings
 from arvis.console import ConsoleHeaders
 from arvis.console import mount as mount_console
+from arvis.kernel import Kernel
 from arvis.lifecycle.syscalls import SyscallObserver
 from arvis.mcp.endpoint import McpEndpoint
 from arvis.serving.fastlane import SyscallFastLane

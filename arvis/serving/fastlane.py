@@ -47,8 +47,9 @@ class SyscallFastLane:
             await self.app(scope, onward, send)
             return
         state = scope["app"].state
+        fields = scope_log_fields(scope)
         try:
-            identity = await authenticate(state.kernel, token)
+            identity = await authenticate(state.kernel, token, fields)
         except Unauthenticated:
             identity = None
         except Exception as exc:  # e.g. the store is unavailable: as the route answers
@@ -57,8 +58,6 @@ class SyscallFastLane:
         if identity is None or not identity.has_role("agent"):
             await self.app(scope, onward, send)
             return
-        fields = scope_log_fields(scope)
-        fields["key"] = identity.key_id or ""
         try:
             response = await execute(syscall, identity, state.kernel, fields)
         except Exception as exc:

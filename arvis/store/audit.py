@@ -18,7 +18,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from arvis.domain.ids import PlanId
-from arvis.store.errors import translate
+from arvis.store.connections import translated
 
 
 @dataclass(frozen=True)
@@ -38,31 +38,19 @@ class PgPlanStore:
         self._engine = engine
 
     async def save_plan(self, plan_id: PlanId, definitions: Sequence[dict[str, Any]]) -> None:
-        try:
-            async with self._engine.begin() as conn:
-                await conn.execute(
-                    text(
-                        "INSERT INTO tool_plans (plan_id, definitions) VALUES"
-                        " (:p, cast(:d AS jsonb)) ON CONFLICT (plan_id) DO NOTHING"
-                    ),
-                    {"p": plan_id, "d": json.dumps(list(definitions))},
-                )
-        except Exception as exc:
-            domain = translate(exc)
-            if domain is not None:
-                raise domain from exc
-            raise
+        async with translated(self._engine, write=True) as conn:
+            await conn.execute(
+                text(
+                    "INSERT INTO tool_plans (plan_id, definitions) VALUES"
+                    " (:p, cast(:d AS jsonb)) ON CONFLICT (plan_id) DO NOTHING"
+                ),
+                {"p": plan_id, "d": json.dumps(list(definitions))},
+            )
 
     async def load_plan(self, plan_id: PlanId) -> list[dict[str, Any]] | None:
-        try:
-            async with self._engine.connect() as conn:
-                result = await conn.execute(
-                    text("SELECT definitions FROM tool_plans WHERE plan_id = :p"), {"p": plan_id}
-                )
-                row = result.first()
-        except Exception as exc:
-            domain = translate(exc)
-            if domain is not None:
-                raise domain from exc
-            raise
+        async with translated(self._engine, write=False) as conn:
+            result = await conn.execute(
+                text("SELECT definitions FROM tool_plans WHERE plan_id = :p"), {"p": plan_id}
+            )
+            row = result.first()
         return None if row is None else list(row[0])

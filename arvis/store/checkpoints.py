@@ -12,7 +12,6 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from arvis.domain.checkpoints import Checkpoint
-from arvis.domain.ids import RunId, TenantId
 from arvis.store.connections import translated
 
 _SAVE = text(
@@ -25,14 +24,11 @@ _FLAG = text(
     "UPDATE runs SET evidence_broken_at = :p, evidence_fault = :f"
     " WHERE tenant_id = :t AND run_id = :r AND evidence_broken_at IS NULL"
 )
-_LIST = text(
-    "SELECT tenant_id, run_id, length, head_hash, signed_at, key_id, signature"
-    " FROM run_checkpoints WHERE tenant_id = :t AND run_id = :r ORDER BY length"
-)
 
 
 class PgCheckpoints:
-    """Implements ``CheckpointStore`` of :mod:`arvis.lifecycle.evidence.checkpoints`."""
+    """Implements ``CheckpointStore`` of :mod:`arvis.lifecycle.evidence.checkpoints` (the reads of
+    checkpoints are the lifecycle store's, in a verify's snapshot)."""
 
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
@@ -56,19 +52,3 @@ class PgCheckpoints:
         """Keep, once, that the run's evidence was found broken at ``position`` (issue 23)."""
         async with translated(self._engine, write=True) as conn:
             await conn.execute(_FLAG, {"t": tenant_id, "r": run_id, "p": position, "f": fault})
-
-    async def checkpoints(self, tenant_id: TenantId, run_id: RunId) -> list[Checkpoint]:
-        async with translated(self._engine, write=False) as conn:
-            rows = (await conn.execute(_LIST, {"t": tenant_id, "r": run_id})).all()
-        return [
-            Checkpoint(
-                tenant_id=row[0],
-                run_id=row[1],
-                length=row[2],
-                head_hash=row[3],
-                signed_at=row[4],
-                key_id=row[5],
-                signature=row[6],
-            )
-            for row in rows
-        ]

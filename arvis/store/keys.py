@@ -1,57 +1,34 @@
-"""API keys on PostgreSQL. Each method is its own short transaction.
+"""API keys on PostgreSQL. Each method is its own short statement.
 
-Keys are identity administration, not part of a governed effect, so they live
-beside the lifecycle's store operations rather than inside them (like the plan store).
+Keys are identity administration, not part of a governed effect: creating, listing
+and revoking them are administration (:mod:`arvis.store.connections`). Finding a key is on
+every request's path, so the one lookup (:meth:`PgKeyStore.authenticated`, which
+the API, ``/mcp``, the console and the CLI all use) is one prepared statement on the
+lifecycle's pool.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import RowMapping
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from arvis.domain.apikeys import IssuedToken, issue_token
+from arvis.domain.apikeys import (
+    ApiKeyRecord,
+    IssuedToken,
+    issue_token,
+    parse_token,
+    secret_matches,
+)
 from arvis.domain.identity import Identity, Role
-from arvis.domain.ids import PrincipalId, TenantId
 from arvis.store.connections import translated
 from arvis.store.operations import PgOperations
 
 ROLES: tuple[Role, ...] = ("agent", "approver", "auditor", "admin")
-
-
-@dataclass(frozen=True, slots=True)
-class ApiKeyRecord:
-    tenant_id: str
-    key_id: str
-    principal: str
-    roles: tuple[Role, ...]
-    secret_hash: str
-    created_at: datetime
-    revoked_at: datetime | None
-    groups: tuple[str, ...] = ()
-    """Approver groups (revision 0006)."""
-
-    @property
-    def revoked(self) -> bool:
-        return self.revoked_at is not None
-
-    def identity(self) -> Identity:
-        """Who a request authenticated by this key is: the one mapping from a key to an
-        identity, for the API and the console alike."""
-        return Identity(
-            tenant_id=TenantId(self.tenant_id),
-            principal_id=PrincipalId(self.principal),
-            method="api_key",
-            key_id=self.key_id,
-            roles=self.roles,
-            groups=self.groups,
-        )
+__all__ = ["ROLES", "ApiKeyRecord", "PgKeyStore"]
 
 
 COLUMN_NAMES = (
@@ -67,17 +44,20 @@ COLUMN_NAMES = (
 _COLUMNS = ", ".join(COLUMN_NAMES)
 
 
+_LOOKUP = f"SELECT {_COLUMNS} FROM api_keys WHERE key_id = %s"
+# What a secret is compared with when no key matched, so timing says nothing.
+_NO_HASH = "0" * 64
+
+
 class PgKeyStore:
-    """Creates, finds, lists and revokes API keys. Stores only secret hashes."""
+    """Creates, finds, lists and revokes API keys. Stores only secret hashes.
 
-    def __init__(self, engine: AsyncEngine, fast: PgOperations | None = None) -> None:
+    ``pool``: the lifecycle's operations, whose prepared-statement pool the lookup
+    every request makes runs on."""
+
+    def __init__(self, engine: AsyncEngine, pool: PgOperations) -> None:
         self._engine = engine
-        # Every request looks its key up: on the hot path's prepared-statement pool
-        # when there is one.
-        self._fast = fast
-
-    def _connection(self, *, write: bool) -> AbstractAsyncContextManager[AsyncConnection]:
-        return translated(self._engine, write=write)
+        self._pool = pool
 
     async def create(
         self,
@@ -89,7 +69,7 @@ class PgKeyStore:
         """A new key; the returned token is the only copy of its secret. ``groups`` are
         the approver groups it belongs to (issue 16)."""
         issued = issue_token()
-        async with self._connection(write=True) as conn:
+        async with translated(self._engine, write=True) as conn:
             row = (
                 (
                     await conn.execute(
@@ -114,27 +94,25 @@ class PgKeyStore:
         return _record(row), issued
 
     async def get(self, key_id: str) -> ApiKeyRecord | None:
-        if self._fast is not None:
-            found = await self._fast.query_one(
-                f"SELECT {_COLUMNS} FROM api_keys WHERE key_id = %s", (key_id,)
-            )
-            if found is None:
-                return None
-            return _record(dict(zip(COLUMN_NAMES, found, strict=True)))
-        async with self._connection(write=False) as conn:
-            row = (
-                (
-                    await conn.execute(
-                        text(f"SELECT {_COLUMNS} FROM api_keys WHERE key_id = :k"), {"k": key_id}
-                    )
-                )
-                .mappings()
-                .first()
-            )
-        return None if row is None else _record(row)
+        """The key ``key_id`` as stored (revoked or not), or None."""
+        found = await self._pool.query_one(_LOOKUP, (key_id,))
+        return None if found is None else _record(dict(zip(COLUMN_NAMES, found, strict=True)))
+
+    async def authenticated(self, token: str | None) -> Identity | None:
+        """Who a bearer token is, or None: missing, malformed, unknown, wrong secret or
+        revoked, all alike. The one check of a key, for every entry point."""
+        presented = parse_token(token) if token is not None else None
+        if presented is None:
+            return None
+        record = await self.get(presented.key_id)
+        # Compare even when the key is unknown or revoked, so timing says nothing.
+        matches = secret_matches(presented.secret, record.secret_hash if record else _NO_HASH)
+        if record is None or record.revoked or not matches:
+            return None
+        return record.identity()
 
     async def list(self, tenant_id: str | None = None) -> list[ApiKeyRecord]:
-        async with self._connection(write=False) as conn:
+        async with translated(self._engine, write=False) as conn:
             rows = (
                 (
                     await conn.execute(
@@ -153,7 +131,7 @@ class PgKeyStore:
 
     async def revoke(self, key_id: str, tenant_id: str | None = None) -> bool:
         """Revoke a key (of ``tenant_id`` when given); False when there is no such live key."""
-        async with self._connection(write=True) as conn:
+        async with translated(self._engine, write=True) as conn:
             result = await conn.execute(
                 text(
                     "UPDATE api_keys SET revoked_at = now() WHERE key_id = :k"

@@ -7,12 +7,11 @@ found only while it has not expired by the database's clock and its key is live.
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from arvis.store.connections import translated
 from arvis.store.keys import COLUMN_NAMES, ApiKeyRecord, _record
@@ -25,7 +24,7 @@ class SessionRecord:
     expires_at: datetime
 
 
-_KEY_COLUMNS = ", ".join(f"k.{name}" for name in COLUMN_NAMES)
+_COLUMN_NAMES = ", ".join(f"k.{name}" for name in COLUMN_NAMES)
 
 
 class PgSessionStore:
@@ -34,13 +33,10 @@ class PgSessionStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
 
-    def _connection(self) -> AbstractAsyncContextManager[AsyncConnection]:
-        return translated(self._engine, write=True)
-
     async def create(self, tenant_id: str, key_id: str, token_hash: str, ttl_s: float) -> datetime:
         """A session of the key for ``ttl_s`` seconds; answers when it expires. Sessions
         that have expired are deleted on the way (their rows would only accumulate)."""
-        async with self._connection() as conn:
+        async with translated(self._engine, write=True) as conn:
             await conn.execute(text("DELETE FROM console_sessions WHERE expires_at <= now()"))
             expires: datetime = (
                 await conn.execute(
@@ -56,12 +52,12 @@ class PgSessionStore:
 
     async def find(self, token_hash: str) -> SessionRecord | None:
         """The session and its key, unless it expired or the key was revoked."""
-        async with self._connection() as conn:
+        async with translated(self._engine, write=True) as conn:
             row = (
                 (
                     await conn.execute(
                         text(
-                            f"SELECT {_KEY_COLUMNS}, s.expires_at AS session_expires_at"
+                            f"SELECT {_COLUMN_NAMES}, s.expires_at AS session_expires_at"
                             " FROM console_sessions s JOIN api_keys k"
                             " ON k.tenant_id = s.tenant_id AND k.key_id = s.key_id"
                             " WHERE s.token_hash = :h AND s.expires_at > now()"
@@ -79,7 +75,7 @@ class PgSessionStore:
 
     async def end(self, token_hash: str) -> bool:
         """Delete the session; False when there was none."""
-        async with self._connection() as conn:
+        async with translated(self._engine, write=True) as conn:
             result = await conn.execute(
                 text("DELETE FROM console_sessions WHERE token_hash = :h"), {"h": token_hash}
             )

@@ -9,7 +9,7 @@ builtins = true                          # echo, files.* as fallbacks
 ``[[tools.http]]`` entries are remote HTTP tools (:mod:`arvis.tools.http`);
 ``[[tools.mcp]]`` entries are upstream MCP servers (:mod:`arvis.tools.mcp.config`),
 whose tools need a live session to be listed: the composition root opens them
-first (``arvis.bootstrap.load_tools``) and hands their tools in through
+first (``arvis.deployment.load_tools``) and hands their tools in through
 :attr:`ToolHost.mcp_tools`.
 """
 
@@ -171,7 +171,7 @@ def build_tool_set(section: Mapping[str, Any], host: ToolHost) -> list[Tool]:
         if server.name not in host.mcp_tools:
             raise ConfigurationError(
                 f"{source}: the server was not opened before the tool set was built "
-                "(arvis.bootstrap.load_tools opens it)"
+                "(arvis.deployment.load_tools opens it)"
             )
         listed = list(host.mcp_tools[server.name])
         for tool in listed:

@@ -13,10 +13,9 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from arvis.bootstrap import Kernel
-from arvis.domain.apikeys import parse_token, secret_matches
 from arvis.domain.errors import ArvisError
 from arvis.domain.identity import Identity, Role
+from arvis.kernel import Kernel
 
 
 class Unauthenticated(ArvisError):
@@ -49,27 +48,27 @@ async def current_identity(
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Identity:
     """The identity of the request's API key, or 401 ``unauthenticated``."""
-    identity = await authenticate(kernel, credentials.credentials if credentials else None)
-    log_fields(request)["key"] = identity.key_id or ""
-    return identity
+    token = credentials.credentials if credentials else None
+    return await authenticate(kernel, token, log_fields(request))
 
 
-async def authenticate(kernel: Kernel, token: str | None) -> Identity:
-    """The identity of a bearer token, or :class:`Unauthenticated`.
+async def authenticate(
+    kernel: Kernel, token: str | None, fields: MutableMapping[str, str] | None = None
+) -> Identity:
+    """The identity of a bearer token, or :class:`Unauthenticated`; its key id goes on
+    the request's log line (``fields``). Every HTTP entry (the routes, the syscall fast
+    lane, ``/mcp``, the console's sign-in) authenticates here, with the key store's one
+    check, so none can accept a key another would refuse.
 
     Every failure answers the same way, so a caller cannot tell an unknown key
     from a wrong secret or a revoked key.
     """
-    presented = parse_token(token) if token is not None else None
-    if presented is None:
+    identity = await kernel.keys.authenticated(token)
+    if identity is None:
         raise Unauthenticated("a valid API key is required: Authorization: Bearer arvis_…")
-    record = await kernel.keys.get(presented.key_id)
-    # Compare even when the key is unknown or revoked, so timing says nothing.
-    stored_hash = record.secret_hash if record is not None else "0" * 64
-    matches = secret_matches(presented.secret, stored_hash)
-    if record is None or record.revoked or not matches:
-        raise Unauthenticated("a valid API key is required: Authorization: Bearer arvis_…")
-    return record.identity()
+    if fields is not None:
+        fields["key"] = identity.key_id or ""
+    return identity
 
 
 def log_fields(request: Request) -> dict[str, str]:

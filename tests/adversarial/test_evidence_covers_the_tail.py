@@ -2,7 +2,9 @@
 
 The shared deployment signs a checkpoint every 2 entries and keeps a witness file. A run of
 5 entries has its last entry after the last checkpoint: deleting it, or rewriting it with
-its hash recomputed, must still be detected by ``verify`` (the witness saw it). The
+its hash recomputed, must still be detected by ``verify`` (the witness saw it); so must a
+rewrite under a checkpoint, relinked, that the checkpoint disagrees with — on every entry
+point that verifies, the console's run page among them (one verify service). The
 checkpointer signs only a head that descends from the head it last signed. A bundle
 verified with a trusted key must carry signed checkpoints covering its entries (here: an
 exported bundle with its last checkpoint, or all of them, taken out), or it is reported
@@ -60,10 +62,17 @@ def _rewrite_tail(deployment: Deployment, run: str) -> None:
     rewrite_run(deployment.sql, "acme", run, 5, f"{run}-note-4", f"{run}-NOTE-4")
 
 
+def _rewrite_signed(deployment: Deployment, run: str) -> None:
+    # Under the first checkpoint, relinked to the head: only the checkpoint (and the
+    # witness) can tell.
+    rewrite_run(deployment.sql, "acme", run, 1, f"{run}-note-0", f"{run}-NOTE-0")
+
+
 TAILS = [
     pytest.param("untouched", None, True, id="untouched"),
     pytest.param("deleted", _delete_tail, False, id="last-entry-deleted"),
     pytest.param("rewritten", _rewrite_tail, False, id="last-entry-rewritten"),
+    pytest.param("signed", _rewrite_signed, False, id="checkpoint-disagrees"),
 ]
 
 

@@ -34,7 +34,7 @@ async def api(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> As
         store = await PgStore.open(database_url)
         try:
             for name in ("lead-a", "lead-b"):
-                _, issued = await PgKeyStore(store.engine).create(
+                _, issued = await PgKeyStore(store.engine, store.ops).create(
                     "acme", name, ["approver"], ["payments-leads"]
                 )
                 served.tokens[f"acme:{name}"] = issued.token
@@ -377,10 +377,12 @@ async def test_a_revoked_keys_session_stops_working(api: Api, browser: httpx.Asy
 
     store = await PgStore.open(api.database_url)
     try:
-        record, issued = await PgKeyStore(store.engine).create("acme", "short-lived", ["auditor"])
+        record, issued = await PgKeyStore(store.engine, store.ops).create(
+            "acme", "short-lived", ["auditor"]
+        )
         await sign_in(browser, issued.token)
         assert (await browser.get("/console/runs")).status_code == 200
-        assert await PgKeyStore(store.engine).revoke(record.key_id)
+        assert await PgKeyStore(store.engine, store.ops).revoke(record.key_id)
     finally:
         await store.close()
     assert (await browser.get("/console/runs")).status_code == 303

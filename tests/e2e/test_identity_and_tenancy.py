@@ -81,7 +81,7 @@ async def test_a_wrong_secret_for_a_real_key_id_is_unauthenticated(api: Api) -> 
 async def test_a_revoked_key_is_unauthenticated_at_once(api: Api) -> None:
     store = await PgStore.open(api.database_url)
     try:
-        keys = PgKeyStore(store.engine)
+        keys = PgKeyStore(store.engine, store.ops)
         record, issued = await keys.create("acme", "short-lived", ["agent"])
         headers = {"Authorization": f"Bearer {issued.token}"}
         assert (await api.client.get("/v1/tools", headers=headers)).status_code == 200
@@ -191,7 +191,7 @@ async def people(database_url: str, tmp_path_factory: pytest.TempPathFactory) ->
     async with serve_api(database_url, data_dir, config=CEDAR) as served:
         store = await PgStore.open(database_url)
         try:
-            keys = PgKeyStore(store.engine)
+            keys = PgKeyStore(store.engine, store.ops)
             for who, principal in (("alice", "alice"), ("alice:2", "alice"), ("bob", "bob")):
                 _, issued = await keys.create("acme", principal, ["agent"])
                 served.tokens[who] = issued.token

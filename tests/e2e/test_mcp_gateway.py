@@ -76,7 +76,7 @@ async def test_a_missing_bad_or_revoked_key_is_401_and_a_key_without_agent_is_40
 
     store = await PgStore.open(served.database_url)
     try:
-        keys = PgKeyStore(store.engine)
+        keys = PgKeyStore(store.engine, store.ops)
         _, issued = await keys.create("acme", "short-lived", ["agent"])
         served.tokens["acme:revoked"] = issued.token
         async with served.client("acme:revoked") as client:
@@ -348,7 +348,7 @@ async def _key(served: Served, who: str, principal: str, *roles: Role) -> None:
     """One more key of tenant acme, for ``principal``, as ``served.tokens[who]``."""
     store = await PgStore.open(served.database_url)
     try:
-        _, issued = await PgKeyStore(store.engine).create(
+        _, issued = await PgKeyStore(store.engine, store.ops).create(
             "acme", principal, list(roles or ["agent"])
         )
     finally:

@@ -35,7 +35,7 @@ async def api(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> As
     async with serve_api(database_url, data, config=CONFIG) as served:
         store = await PgStore.open(database_url)
         try:
-            keys = PgKeyStore(store.engine)
+            keys = PgKeyStore(store.engine, store.ops)
             for name, group in (("lead-a", "payments-leads"), ("lead-b", "payments-leads")):
                 _, issued = await keys.create("acme", name, ["approver"], [group])
                 served.tokens[f"acme:{name}"] = issued.token

@@ -37,7 +37,7 @@ async def api(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> As
     async with serve_api(database_url, data, config=CONFIG) as served:
         store = await PgStore.open(database_url)
         try:
-            keys = PgKeyStore(store.engine)
+            keys = PgKeyStore(store.engine, store.ops)
             for name in ("lead-a", "lead-b"):
                 _, issued = await keys.create("acme", name, ["approver"], ["payments-leads"])
                 served.tokens[f"acme:{name}"] = issued.token
@@ -171,7 +171,9 @@ async def test_the_caller_whose_attempt_it_was_cannot_resolve_it(
     # The harness's agent principal, now holding an approver key of the same tenant.
     store = await PgStore.open(api.database_url)
     try:
-        _, issued = await PgKeyStore(store.engine).create("acme", "agent-7", ["approver"])
+        _, issued = await PgKeyStore(store.engine, store.ops).create(
+            "acme", "agent-7", ["approver"]
+        )
     finally:
         await store.close()
     response = await api.client.post(
@@ -269,7 +271,7 @@ async def test_the_requesting_agent_may_withdraw_its_own_request_and_nothing_mor
     cid = asked.json()["confirmation"]["id"]
     store = await PgStore.open(api.database_url)
     try:
-        _, other = await PgKeyStore(store.engine).create("acme", "agent-2", ["agent"])
+        _, other = await PgKeyStore(store.engine, store.ops).create("acme", "agent-2", ["agent"])
     finally:
         await store.close()
     deny = f"/v1/confirmations/{cid}/deny"

@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 import typer
 
-from arvis.bootstrap import Kernel, build_kernel
+from arvis.bootstrap import build_kernel
 from arvis.cli.instance import run_admitting
 from arvis.cli.turn import operator_identity
 from arvis.config import Settings
 from arvis.domain.decisions import ActionDecision
+from arvis.kernel import Kernel
 from arvis.lifecycle.request import Syscall
 from tests.support.turntools import CONFIG
 

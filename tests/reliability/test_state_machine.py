@@ -373,7 +373,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         rows = h.sql("SELECT journal_length, audit_incomplete FROM runs WHERE run_id = %s", run)
         if rows:
             assert rows[0] == (self.journal_length, self.flagged)
-            report_ = self.run(h.lifecycle.replay.verify(AGENT.tenant_id, RunId(run)))
+            report_ = self.run(h.lifecycle.evidence.verify(AGENT.tenant_id, RunId(run)))
             assert report_.ok, report_
 
 

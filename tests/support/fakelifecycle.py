@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from arvis.bootstrap import DEFAULT_CONFIRMATION_TTL, Lifecycle
+from arvis.bootstrap import DEFAULT_CONFIRMATION_TTL
 from arvis.domain.identity import Identity
 from arvis.domain.ids import ConfirmationId, InstanceId
+from arvis.kernel import Lifecycle
 from arvis.lifecycle.admission import AdmissionService
 from arvis.lifecycle.authorization import ToolAuthorizationService
 from arvis.lifecycle.consent.reconcile import Reconciler, ReconcileSettings
@@ -192,6 +193,7 @@ def compose_fake_lifecycle(
         handler=handler,
         manager=ConsentService(store, clock, allow_self_approval=allow_self_approval),
         replay=ReplayService(store, evidence),
+        evidence=evidence,
         policy=policy,
         lease=lease,
         sweeper=sweeper,

@@ -13,13 +13,12 @@ import httpx
 import psycopg
 from fastapi import FastAPI, Request
 
-from arvis.bootstrap import Kernel, build_kernel
+from arvis.bootstrap import administration, build_kernel
 from arvis.config import Settings
 from arvis.domain.identity import Role
+from arvis.kernel import Kernel
 from arvis.serving.app import create_app
-from arvis.store.database import PgStore
 from arvis.store.engine import libpq_url
-from arvis.store.keys import PgKeyStore
 from arvis.web.identity import get_kernel
 
 if TYPE_CHECKING:
@@ -90,17 +89,13 @@ class Api:
 async def mint_keys(
     database_url: str, tenants: Sequence[str] = TENANTS, roles: Sequence[Role] = ROLES
 ) -> dict[str, str]:
-    store = await PgStore.open(database_url)
-    try:
-        keys = PgKeyStore(store.engine)
+    async with administration(database_url) as admin:
         tokens: dict[str, str] = {}
         for tenant in tenants:
             for role in roles:
-                _, issued = await keys.create(tenant, f"{role}-of-{tenant}", [role])
+                _, issued = await admin.keys.create(tenant, f"{role}-of-{tenant}", [role])
                 tokens[f"{tenant}:{role}"] = issued.token
         return tokens
-    finally:
-        await store.close()
 
 
 def app_settings(database_url: str, data_dir: Path, **overrides: Any) -> Settings:

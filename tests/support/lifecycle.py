@@ -13,10 +13,11 @@ from typing import Any
 import psycopg
 from sqlalchemy.engine import make_url
 
-from arvis.bootstrap import Lifecycle, compose_lifecycle
+from arvis.bootstrap import compose_lifecycle
 from arvis.domain.definitions import Effect, ReplaySafety, ToolDefinition
 from arvis.domain.identity import Identity
 from arvis.domain.ids import ConfirmationId, InstanceId, PrincipalId, TenantId
+from arvis.kernel import Lifecycle
 from arvis.lifecycle.policy.budgets import BudgetConfig, Budgets
 from arvis.lifecycle.policy.policy import PolicyConfig, RulePolicy, ToolPolicy
 from arvis.lifecycle.ports import AuditSink, LifecycleStore

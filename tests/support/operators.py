@@ -94,7 +94,7 @@ def deliverer(
         **notify,
     }
     loaded = load_notifications(raw, {"TEST_WEBHOOK_SECRET": SECRET})
-    return NotificationDeliverer(PgOutbox(harness.store.ops), loaded, http, SystemClock())
+    return NotificationDeliverer(PgOutbox(harness.store.engine), loaded, http, SystemClock())
 
 
 def verified(received: Received, secret: str = SECRET) -> dict[str, Any]:

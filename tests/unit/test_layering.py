@@ -34,10 +34,10 @@ ALLOWED: dict[str, set[str]] = {
     "store": {*CORE, "store"},
     "providers": {"domain", "providers"},
     # What the HTTP adapters share: identity extraction, problems, metrics, middleware.
-    "web": {*CORE, "config", "bootstrap", "web"},
-    "api": {*CORE, "config", "bootstrap", "web", "api"},
-    "mcp": {*CORE, "config", "bootstrap", "web", "mcp"},
-    "console": {*CORE, "config", "bootstrap", "web", "console"},
+    "web": {*CORE, "config", "kernel", "web"},
+    "api": {*CORE, "config", "kernel", "web", "api"},
+    "mcp": {*CORE, "config", "kernel", "web", "mcp"},
+    "console": {*CORE, "config", "kernel", "web", "console"},
     # The client ships to agent runtimes: of the server, only the error base class.
     "client": {"domain", "client"},
     "integrations": {"client", "integrations"},
@@ -47,17 +47,23 @@ ALLOWED: dict[str, set[str]] = {
     "evidence": {*CORE, "evidence"},
     # Delivering notifications over HTTP: the lifecycle's rules, an HTTP client's posts.
     "webhooks": {*CORE, "webhooks"},
-    # The composition root wires every adapter but no entry point.
+    # The composition root wires every adapter but no entry point; what arvis.toml
+    # declares is read and checked by ``deployment``; ``kernel`` is what it wires (the
+    # services entry points use, and the instance's life).
     "bootstrap": {
-        *{*CORE, "config", "store", "providers", "telemetry", "evidence", "webhooks"},
-        "bootstrap",
+        *{*CORE, "config", "store", "telemetry", "evidence", "webhooks", "deployment"},
+        *{"kernel", "bootstrap"},
     },
+    "deployment": {*CORE, *{"config", "store", "providers", "telemetry", "evidence"}},
+    "kernel": {*CORE, "config", "store", "telemetry", "evidence", "webhooks"},
     # The ASGI app: mounts the v1 routes, /mcp and /console on one kernel.
-    "serving": {*CORE, "config", "bootstrap", "web", "api", "mcp", "console", "serving"},
-    # The arvis command is the process itself: it migrates the store, manages keys,
-    # starts the HTTP server (serving) and drives a provider's turn.
+    "serving": {*CORE, "config", "bootstrap", "kernel", "web", "api", "mcp", "console", "serving"},
+    # The arvis command is the process itself: it migrates the store, manages keys
+    # (through the composition root's administration), starts the HTTP server (serving)
+    # and drives a provider's turn. Of the store it sees only CLI_STORE_MODULES.
     "cli": {
-        *{*CORE, "config", "bootstrap", "store", "providers", "web", "serving", "evidence", "cli"}
+        *{*CORE, "config", "bootstrap", "deployment", "kernel", "store", "providers", "web"},
+        *{"serving", "evidence", "cli"},
     },
     "__main__": {"cli"},
 }
@@ -66,6 +72,16 @@ ALLOWED: dict[str, set[str]] = {
 # root and the app assembly (and the process, the CLI, which starts the app) see several.
 ENTRY_POINTS = {"api", "mcp", "console"}
 SEES_ALL = {"bootstrap", "serving", "cli", "__main__"}
+
+
+CLI_STORE_MODULES = {
+    "arvis.store.database",  # which database: the embedded server or the URL
+    "arvis.store.engine",  # a sync engine to check the schema's revision before work
+    "arvis.store.errors",  # what an unreachable database says, in one line
+    "arvis.store.migrate",  # ``arvis migrate`` and migrate-then-serve
+}
+"""The CLI's only arrows into the store: finding, reaching and migrating the database.
+Every adapter (keys, outbox, plans, checkpoints) comes from the composition root."""
 
 
 @dataclass(frozen=True)
@@ -198,7 +214,7 @@ def test_the_graph_is_read_from_every_module() -> None:
     assert "arvis.tools.base" in edges
     assert "arvis.tools.base" in {edge.target for edge in edges["arvis.tools.outcome"]}
     # A lazy import (inside a function) is a dependency like any other.
-    assert "arvis.providers.config" in {edge.target for edge in edges["arvis.bootstrap"]}
+    assert "arvis.providers.config" in {edge.target for edge in edges["arvis.deployment"]}
 
 
 def test_no_module_of_arvis_imports_itself_back_through_others() -> None:
@@ -251,3 +267,14 @@ def test_the_circle_finder_names_a_circle() -> None:
         "d": [],
     }
     assert circles(edges) == [["a", "b", "c", "a"]]
+
+
+def test_the_cli_reaches_the_store_only_to_find_reach_and_migrate_the_database() -> None:
+    wrong = [
+        str(edge)
+        for module, found in graph().items()
+        if group(module) == "cli"
+        for edge in found
+        if group(edge.target) == "store" and edge.target not in CLI_STORE_MODULES
+    ]
+    assert wrong == [], f"the CLI builds a store adapter itself: {wrong}"

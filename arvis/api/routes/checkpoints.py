@@ -7,7 +7,6 @@ from pydantic import BaseModel, ConfigDict
 
 from arvis.api.routes.runs import RunIdPath
 from arvis.domain.ids import RunId
-from arvis.lifecycle.errors import NotFound
 from arvis.web.identity import AuditorIdentity, KernelDep, log_fields
 from arvis.web.problems import problem_responses
 
@@ -47,11 +46,9 @@ async def get_checkpoints(
 ) -> CheckpointsOut:
     """Every signed checkpoint of the run's chain head, oldest first."""
     log_fields(request)["run_id"] = run_id
-    async with kernel.store.ops.reading() as reads:
-        if await reads.run(identity.tenant_id, RunId(run_id)) is None:
-            raise NotFound(f"no run {run_id}")
-    signed = await kernel.checkpoints.checkpoints(identity.tenant_id, RunId(run_id))
-    key = kernel.evidence.public_key
+    evidence = kernel.lifecycle.evidence
+    signed = await evidence.checkpoints(identity.tenant_id, RunId(run_id))
+    key = evidence.key
     return CheckpointsOut(
         run_id=run_id,
         checkpoints=[

@@ -70,8 +70,8 @@ async def verify_run(
     every signed checkpoint; with a file witness configured, the witness's account
     (issue 23). The same verification as replay, ``arvis verify`` and the console."""
     log_fields(request)["run_id"] = run_id
-    report = await kernel.lifecycle.replay.verify(identity.tenant_id, RunId(run_id))
-    keyed = kernel.lifecycle.replay.evidence.key is not None
+    report = await kernel.lifecycle.evidence.verify(identity.tenant_id, RunId(run_id))
+    keyed = kernel.lifecycle.evidence.key is not None
     return VerifyOut(
         ok=report.ok,
         entries=report.entries,

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from arvis.bootstrap import Kernel
 from arvis.domain.identity import Identity
+from arvis.kernel import Kernel
 from arvis.lifecycle.request import Syscall
 from arvis.lifecycle.results import SyscallResult
 from arvis.web.identity import AgentIdentity, KernelDep, log_fields

@@ -39,7 +39,7 @@ async def healthz() -> dict[str, str]:
 @router.get("/readyz", tags=["health"], responses=problem_responses(503))
 async def readyz(kernel: KernelDep) -> dict[str, str]:
     """Readiness: the database answers."""
-    await kernel.store.ping()
+    await kernel.stats.ping()
     return {"status": "ready"}
 
 
@@ -62,8 +62,8 @@ async def metrics(_: AdminIdentity, kernel: KernelDep, request: Request) -> Resp
         collected.shadow_disagreements.counts = policy.disagreements
     collected.witness_backlog.feed = kernel.lifecycle.witness_feed
     try:
-        collected.audit_incomplete_runs.set(await kernel.audit_incomplete_runs())
-        collected.evidence_broken_runs.set(await kernel.evidence_broken_runs())
+        collected.audit_incomplete_runs.set(await kernel.stats.audit_incomplete_runs())
+        collected.evidence_broken_runs.set(await kernel.stats.evidence_broken_runs())
     except StoreUnavailable:
         return problem("store_unavailable", "the database is unreachable")
     return Response(generate_latest(collected.registry), media_type=CONTENT_TYPE_LATEST)

@@ -8,12 +8,12 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
-from arvis.bootstrap import Kernel
 from arvis.console.deps import Form, User, need
 from arvis.console.views import ConfirmationView, confirmation_view
 from arvis.console.web import ConsoleRoute, render
 from arvis.domain.ids import ID_PATTERN, ConfirmationId, TenantId
 from arvis.domain.states import ConfirmationState
+from arvis.kernel import Kernel
 from arvis.lifecycle.records import ConfirmationRecord
 from arvis.web.bodies import DecisionBody
 from arvis.web.identity import KernelDep

@@ -12,13 +12,13 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import RedirectResponse, Response
 
-from arvis.bootstrap import Kernel
 from arvis.console.deps import Form, User, need
 from arvis.console.sessions import ConsoleUser
 from arvis.console.web import ConsoleRoute, render
 from arvis.domain.authorization import GROUP_PATTERN
 from arvis.domain.errors import ArvisError
 from arvis.domain.identity import Role
+from arvis.kernel import Kernel
 from arvis.lifecycle.errors import NotFound
 from arvis.web.identity import KernelDep
 

@@ -45,7 +45,7 @@ async def runs_page(
 async def _run_context(kernel: KernelDep, user: User, run_id: str, after: int) -> dict[str, object]:
     tenant = user.identity.tenant_id
     # The same verification as GET /v1/runs/{id}/verify; another tenant's run is 404.
-    report = await kernel.lifecycle.replay.verify(tenant, RunId(run_id))
+    report = await kernel.lifecycle.evidence.verify(tenant, RunId(run_id))
     entries = await kernel.lifecycle.replay.journal(tenant, RunId(run_id), after, TIMELINE_PAGE)
     rows = timeline(entries)
     return {

@@ -11,18 +11,10 @@ outside the database: every intent, every appended entry (position and hash) and
 every checkpoint in it must agree with what the database says, so a deleted,
 inserted or rewritten entry shows even after the last checkpoint.
 
-Who calls what:
-
-- :meth:`EvidenceService.verify` — ``GET /v1/runs/{id}/verify``, ``arvis verify RUN``,
-  the console's run page and replay: the deployment's trusted key and its readable
-  witness. A run found broken there is flagged (``runs.evidence_broken_at``), so a
-  deduplicated answer, which does not read the whole chain, refuses it too.
-- :func:`verify_run` — the same check with an auditor's own key and witness
-  (``arvis verify RUN --public-key K --witness W``); it reports, it flags nothing.
-- :meth:`EvidenceService.check_served` — a deduplicated answer: the served entry's
-  own hash, its link to the signed checkpoint that covers it, and the run's flag.
-- :func:`arvis.lifecycle.evidence.crosscheck.cross_check` — what the witness must agree with;
-  also the offline bundle verifier's witness check.
+:class:`EvidenceService` is the one verify service: the API's verify, ``arvis verify``,
+the console's run page and replay call ``verify`` (the deployment's key and witness; a
+run found broken is flagged); ``arvis verify --public-key K --witness W`` calls
+``verify_with`` (it flags nothing); a deduplicated answer calls ``check_served``.
 """
 
 from __future__ import annotations
@@ -38,7 +30,7 @@ from typing import Any, Protocol
 from arvis.domain.checkpoints import Checkpoint, check_checkpoints, signed_text
 from arvis.domain.clock import Clock
 from arvis.domain.ids import RunId, TenantId
-from arvis.lifecycle.errors import ChainBroken
+from arvis.lifecycle.errors import ChainBroken, NotFound
 from arvis.lifecycle.evidence.crosscheck import WITNESS_GRACE_S, ChainFacts, TrustedKey, cross_check
 from arvis.lifecycle.journal import ChainVisitor, VerifyReport, recomputes, row_hash, walk
 from arvis.lifecycle.ports import LifecycleReads, LifecycleStore
@@ -229,6 +221,8 @@ class EvidenceService:
         witness: WitnessSource | None = None,
         flags: EvidenceFlags | None = None,
         grace_s: float = WITNESS_GRACE_S,
+        before_witness: Sequence[Callable[[], Awaitable[object]]] = (),
+        pending: Sequence[Callable[[str, str], list[dict[str, object]]]] = (),
     ) -> None:
         self.store = store
         self.clock = clock
@@ -236,8 +230,8 @@ class EvidenceService:
         self.witness = witness
         self.flags = flags
         self.grace_s = grace_s
-        self.before_witness: list[Callable[[], Awaitable[object]]] = []
-        self.pending: list[Callable[[str, str], list[dict[str, object]]]] = []
+        self.before_witness = tuple(before_witness)
+        self.pending = tuple(pending)
         """Records of entries this process appended that the witness will take: read
         with the witness's own."""
         self._verified: OrderedDict[tuple[str, bytes], None] = OrderedDict()
@@ -249,7 +243,7 @@ class EvidenceService:
         self, tenant_id: TenantId, run_id: RunId, visit: ChainVisitor | None = None
     ) -> EvidenceReport:
         """Verify the run with the deployment's key and witness; flag it when broken.
-        LookupError: no such run.
+        NotFound: no such run (in this tenant).
 
         A witness that cannot be read makes the report not ok (nothing is known to
         agree) without flagging the run: that is the witness's fault, not the run's.
@@ -266,22 +260,47 @@ class EvidenceService:
             except (OSError, ValueError) as exc:
                 log.error("the witness could not be read for run %s: %s", run_id, exc)
                 unreadable = f"the witness cannot be read: {exc}"
-        async with self.store.reading() as reads:
-            report = await verify_run(
-                reads,
-                tenant_id,
-                run_id,
-                key=self.key,
-                witness=records,
-                now=self.clock.now(),
-                visit=visit,
-                grace_s=self.grace_s,
-            )
+        report = await self.verify_with(
+            tenant_id, run_id, key=self.key, witness=records, visit=visit
+        )
         if not report.ok:
             await self._flag(tenant_id, run_id, report)
         elif unreadable is not None:
             return dataclasses.replace(report, ok=False, reason=unreadable, witness=unreadable)
         return report
+
+    async def verify_with(
+        self,
+        tenant_id: TenantId,
+        run_id: RunId,
+        *,
+        key: TrustedKey | None,
+        witness: Iterable[Mapping[str, Any]] | None,
+        visit: ChainVisitor | None = None,
+    ) -> EvidenceReport:
+        """Verify the run with ``key`` and ``witness`` records (an auditor's own: nothing
+        is flagged). NotFound: no such run (in this tenant)."""
+        async with self.store.reading() as reads:
+            try:
+                return await verify_run(
+                    reads,
+                    tenant_id,
+                    run_id,
+                    key=key,
+                    witness=witness,
+                    now=self.clock.now(),
+                    visit=visit,
+                    grace_s=self.grace_s,
+                )
+            except LookupError:
+                raise NotFound(f"no run {run_id}") from None
+
+    async def checkpoints(self, tenant_id: TenantId, run_id: RunId) -> list[Checkpoint]:
+        """The run's signed checkpoints, oldest first. NotFound: no such run."""
+        async with self.store.reading() as reads:
+            if await reads.run(tenant_id, run_id) is None:
+                raise NotFound(f"no run {run_id}")
+            return await reads.checkpoints(tenant_id, run_id)
 
     async def check_served(
         self, reads: LifecycleReads, run: RunRecord, entries: Sequence[JournalEntry]

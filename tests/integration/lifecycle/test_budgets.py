@@ -113,7 +113,7 @@ async def test_a_call_beyond_the_limit_is_refused_naming_the_budget_and_its_rese
     denial = refusal_body(harness, "w2")["denial"]
     assert (denial["budget"], denial["resets_at"]) == ("writes", resets)
     assert used(harness) == [("{}", 2)]
-    report = await harness.lifecycle.replay.verify(TenantId(AGENT.tenant_id), harness.run_id)  # type: ignore[arg-type]
+    report = await harness.lifecycle.evidence.verify(TenantId(AGENT.tenant_id), harness.run_id)  # type: ignore[arg-type]
     assert report.ok
 
 

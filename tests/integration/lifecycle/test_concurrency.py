@@ -48,5 +48,5 @@ async def test_concurrent_decisions_of_one_run_form_one_unbroken_chain(harness: 
     )
     positions = sorted(r.journal_position or 0 for r in results)
     assert positions == list(range(1, 21))
-    report = await harness.lifecycle.replay.verify(AGENT.tenant_id, RunId(harness.run_id))
+    report = await harness.lifecycle.evidence.verify(AGENT.tenant_id, RunId(harness.run_id))
     assert report.ok

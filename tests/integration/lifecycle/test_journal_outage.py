@@ -65,7 +65,7 @@ async def test_a_result_that_cannot_be_journaled_is_flagged_and_journaled_later(
         assert flagged[0][0] is True
         assert "journaled late" in flagged[0][1]
         assert harness.in_flight() == []
-        report = await harness.lifecycle.replay.verify(AGENT.tenant_id, RunId(harness.run_id))
+        report = await harness.lifecycle.evidence.verify(AGENT.tenant_id, RunId(harness.run_id))
         assert report.ok
         again = await harness.execute("write", {"text": "x"}, causal_id="c")
         assert (again.outcome, again.audit_incomplete) == ("deduplicated", True)

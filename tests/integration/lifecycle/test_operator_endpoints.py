@@ -83,7 +83,7 @@ async def test_an_http_tools_reconcile_url_settles_a_crashed_attempt_without_a_h
         assert answer.resolution.resolved_by == "reconciler:ledger.post"
         assert answer.resolution.evidence == "ledger line 42"
         assert len(server.received) == 2  # nothing ran again
-        report = await harness.lifecycle.replay.verify(TenantId("acme"), RunId(harness.run_id))
+        report = await harness.lifecycle.evidence.verify(TenantId("acme"), RunId(harness.run_id))
         assert report.ok
     finally:
         await harness.close()

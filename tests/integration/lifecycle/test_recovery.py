@@ -54,7 +54,7 @@ async def test_a_consumed_capability_is_recovered_as_unknown_and_the_run_flagged
     again = await harness.execute("append", {"line": "c"}, causal_id="c")
     assert again.reason == "retry_prohibited_uncertain"
     assert harness.tools["append"].calls == 1
-    report = await harness.lifecycle.replay.verify(AGENT.tenant_id, RunId(harness.run_id))
+    report = await harness.lifecycle.evidence.verify(AGENT.tenant_id, RunId(harness.run_id))
     assert report.ok
 
 

@@ -48,7 +48,7 @@ async def test_replay_shows_the_latest_attempt_of_a_retried_decision(harness: Ha
 
 async def test_an_untouched_chain_verifies(harness: Harness) -> None:
     await _three_decisions(harness)
-    report = await harness.lifecycle.replay.verify(AGENT.tenant_id, RunId(harness.run_id))
+    report = await harness.lifecycle.evidence.verify(AGENT.tenant_id, RunId(harness.run_id))
     assert (report.ok, report.entries, report.broken_at) == (True, 3, None)
 
 
@@ -59,7 +59,7 @@ async def test_a_tampered_journal_row_is_detected_at_its_exact_position(harness:
         "WHERE run_id = %s AND position = 2",
         harness.run_id,
     )
-    report = await harness.lifecycle.replay.verify(AGENT.tenant_id, RunId(harness.run_id))
+    report = await harness.lifecycle.evidence.verify(AGENT.tenant_id, RunId(harness.run_id))
     assert (report.ok, report.broken_at, report.entries) == (False, 2, 1)
 
 
@@ -70,21 +70,21 @@ async def test_a_re_hashed_forgery_breaks_the_next_link(harness: Harness) -> Non
         "WHERE run_id = %s AND position = 1",
         harness.run_id,
     )
-    report = await harness.lifecycle.replay.verify(AGENT.tenant_id, RunId(harness.run_id))
+    report = await harness.lifecycle.evidence.verify(AGENT.tenant_id, RunId(harness.run_id))
     assert (report.ok, report.broken_at) == (False, 1)
 
 
 async def test_a_deleted_last_entry_is_detected(harness: Harness) -> None:
     await _three_decisions(harness)
     harness.sql("DELETE FROM journal_entries WHERE run_id = %s AND position = 3", harness.run_id)
-    report = await harness.lifecycle.replay.verify(AGENT.tenant_id, RunId(harness.run_id))
+    report = await harness.lifecycle.evidence.verify(AGENT.tenant_id, RunId(harness.run_id))
     assert (report.ok, report.broken_at) == (False, 3)
 
 
 async def test_a_deleted_middle_entry_is_detected(harness: Harness) -> None:
     await _three_decisions(harness)
     harness.sql("DELETE FROM journal_entries WHERE run_id = %s AND position = 2", harness.run_id)
-    report = await harness.lifecycle.replay.verify(AGENT.tenant_id, RunId(harness.run_id))
+    report = await harness.lifecycle.evidence.verify(AGENT.tenant_id, RunId(harness.run_id))
     assert (report.ok, report.broken_at) == (False, 2)
 
 

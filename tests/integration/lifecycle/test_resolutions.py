@@ -124,7 +124,7 @@ async def test_the_resolution_is_a_chain_entry_beside_the_untouched_uncertain_en
     assert artifact.evidence == "checked the ledger: line 42"
     assert artifact.requested_by == AGENT.principal_id
     replay = harness.lifecycle.replay
-    report = await replay.verify(AGENT.tenant_id, RunId(harness.run_id))
+    report = await harness.lifecycle.evidence.verify(AGENT.tenant_id, RunId(harness.run_id))
     assert report.ok
     [result] = await replay.replay(AGENT.tenant_id, RunId(harness.run_id))
     assert result.boundary is B.EFFECT_STATE_UNKNOWN
@@ -146,7 +146,7 @@ async def test_verify_names_a_resolution_whose_uncertain_entry_was_swapped(
         harness.run_id,
         entry.position,
     )
-    report = await harness.lifecycle.replay.verify(AGENT.tenant_id, RunId(harness.run_id))
+    report = await harness.lifecycle.evidence.verify(AGENT.tenant_id, RunId(harness.run_id))
     assert not report.ok
     assert report.broken_at == entry.position
 

@@ -165,7 +165,7 @@ async def test_after_the_upgrade_the_lifecycle_goes_on_where_the_old_one_stopped
     upgrade(old_database)
     harness = await make_harness(old_database)
     try:
-        report = await harness.lifecycle.replay.verify(TenantId(TENANT), RunId(RUN))
+        report = await harness.lifecycle.evidence.verify(TenantId(TENANT), RunId(RUN))
         assert report.ok, report
         # The completed call answers its recorded result; nothing runs.
         again = await harness.execute("read", {"q": 1}, causal_id="done", run_id=RUN)
@@ -176,7 +176,7 @@ async def test_after_the_upgrade_the_lifecycle_goes_on_where_the_old_one_stopped
             ("crashed", "EFFECT_STATE_UNKNOWN")
         ]
         assert harness.tools["read"].calls == 0
-        report = await harness.lifecycle.replay.verify(TenantId(TENANT), RunId(RUN))
+        report = await harness.lifecycle.evidence.verify(TenantId(TENANT), RunId(RUN))
         assert (report.ok, report.entries) == (True, 2)
         assert keys
     finally:

@@ -114,7 +114,7 @@ async def test_an_attempt_admitted_before_0007_is_recovered_after_it(database: s
         ]
         body = _sql(database, "SELECT body::jsonb FROM journal_entries WHERE run_id = %s", RUN)
         assert body[0][0]["policy"] is None  # admitted before policies were recorded
-        report = await harness.lifecycle.replay.verify(TenantId(TENANT), RunId(RUN))
+        report = await harness.lifecycle.evidence.verify(TenantId(TENANT), RunId(RUN))
         assert report.ok, report
     finally:
         await harness.close()

@@ -101,7 +101,7 @@ async def test_a_chain_of_revision_0010_goes_on_under_0011_and_back(database: st
     try:
         later = await harness.execute("read", run_id=RUN)
         assert later.journal_position == 3
-        report = await harness.lifecycle.replay.verify(AGENT.tenant_id, RunId(RUN))
+        report = await harness.lifecycle.evidence.verify(AGENT.tenant_id, RunId(RUN))
         assert (report.ok, report.entries) == (True, 3)
         uncertain = await harness.store.ops.open_uncertain(limit=10, max_asks=5)
         assert [(u.entry.position, u.entry.kind) for u in uncertain] == [(2, JournalKind.RECOVERY)]

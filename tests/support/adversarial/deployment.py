@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import signal
 import subprocess
 import sys
@@ -23,11 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from arvis.bootstrap import build_kernel
+from arvis.bootstrap import administration, build_kernel
 from arvis.domain.identity import Role
 from arvis.serving.app import create_app
-from arvis.store.database import PgStore
-from arvis.store.keys import PgKeyStore
 from tests.support.adversarial.stubs import HostileStubs
 from tests.support.adversarial.toml import value
 from tests.support.adversarial.toolkinds import APP, BUILTIN, TOOL_KINDS, ToolKind, terms_tools
@@ -104,17 +103,12 @@ def config_text(
 
 
 async def _mint(database_url: str, keys: dict[str, KeySpec]) -> dict[str, str]:
-    store = await PgStore.open(database_url)
-    try:
+    async with administration(database_url) as admin:
         tokens: dict[str, str] = {}
         for name, (tenant, principal, roles, groups) in keys.items():
-            _, issued = await PgKeyStore(store.engine).create(
-                tenant, principal, list(roles), groups
-            )
+            _, issued = await admin.keys.create(tenant, principal, list(roles), groups)
             tokens[name] = issued.token
         return tokens
-    finally:
-        await store.close()
 
 
 @dataclass(frozen=True)
@@ -134,6 +128,8 @@ class Deployment:
     environment: dict[str, str] = field(default_factory=dict)
     """``ARVIS_*`` settings every process of the deployment shares (a signing key file)."""
     turns: dict[str, TurnInstance] = field(default_factory=dict)
+    access: list[dict[str, Any]] = field(default_factory=list)
+    """The access-log lines of the in-process app (HTTP, ``/mcp``, the console)."""
 
     @property
     def url(self) -> str:
@@ -177,7 +173,9 @@ class Deployment:
         """``arvis serve-turn RUN`` of this deployment, started on first use."""
         if run_id not in self.turns:
             log = self.data_dir / f"turn-{run_id}.log"
-            self.turns[run_id] = TurnInstance(run_id, self.env(), log).start()
+            # At INFO, so its access log is in the file (``Driver.access_log``).
+            env = self.env(ARVIS_LOG_LEVEL="INFO")
+            self.turns[run_id] = TurnInstance(run_id, env, log).start()
         return self.turns[run_id]
 
     def stop_turn(self, run_id: str) -> None:
@@ -255,7 +253,7 @@ def deploy(
                 **pool.submit(asyncio.run, mint_keys(database_url)).result(),
                 **pool.submit(asyncio.run, _mint(database_url, EXTRA_KEYS)).result(),
             }
-    with running(app) as url:
+    with running(app) as url, _access_log() as access:
         deployment = Deployment(
             database_url=database_url,
             data_dir=data_dir,
@@ -263,11 +261,38 @@ def deploy(
             served=Served(url=url, tokens=tokens, database_url=database_url, data_dir=data_dir),
             tokens=tokens,
             environment={f"ARVIS_{name.upper()}": str(item) for name, item in overrides.items()},
+            access=access,
         )
         try:
             yield deployment
         finally:
             deployment.close_turns()
+
+
+class _Lines(logging.Handler):
+    def __init__(self, lines: list[dict[str, Any]]) -> None:
+        super().__init__(logging.INFO)
+        self.lines = lines
+
+    def emit(self, record: logging.LogRecord) -> None:
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):  # one request's line (not a deadline's error)
+            self.lines.append(dict(fields))
+
+
+@contextmanager
+def _access_log() -> Iterator[list[dict[str, Any]]]:
+    """Every ``arvis.access`` line of this process meanwhile, parsed."""
+    lines: list[dict[str, Any]] = []
+    logger = logging.getLogger("arvis.access")
+    handler, level = _Lines(lines), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield lines
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 def shared_configs(stubs: HostileStubs) -> tuple[str, str]:

@@ -12,6 +12,7 @@ their cells post on that run (:meth:`Driver.run`), as an agent of that turn woul
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ TURN_RUN = "turn-home"
 """The run the per-turn instance of a deployment serves."""
 RUN_ID, CAUSAL_ID = "arvis.dev/run_id", "arvis.dev/causal_id"
 _DATA_CODE = re.compile(r'data-code="([^"]+)"')
+_CHAIN = re.compile(r'<p class="chain [^"]*"[^>]*>(.*?)</p>', re.S)
 
 
 class Driver:
@@ -77,6 +79,21 @@ class Driver:
         self, who: str, run_id: str, key: str, attempt: int, as_: str, evidence: str
     ) -> Done:
         raise NotImplementedError(self.name)
+
+    def base(self) -> str:
+        """The address of the process this entry point is served by."""
+        raise NotImplementedError(self.name)
+
+    async def metrics(self) -> str:
+        """``/metrics`` of the process that served this entry point's posts (an admin's)."""
+        async with httpx.AsyncClient(base_url=self.base(), timeout=60) as http:
+            response = await http.get("/metrics", headers=self.auth("acme:admin"))
+        assert response.status_code == 200, response.text
+        return response.text
+
+    def access_log(self) -> list[dict[str, Any]]:
+        """The access-log lines of that process so far, oldest first."""
+        return list(self.deployment.access)
 
 
 class HttpDriver(Driver):
@@ -155,9 +172,17 @@ class McpDriver(Driver):
 
 class ConsoleDriver(Driver):
     """The operator console's forms, signed in with the principal's key, as a browser
-    without script posts them."""
+    without script posts them; its run page is its verify."""
 
     name = "console"
+
+    async def verify(self, who: str, run_id: str, **evidence: Path) -> Done:
+        async with httpx.AsyncClient(base_url=self.deployment.url, timeout=60) as http:
+            await sign_in(http, self.deployment.tokens[who])
+            response = await http.get(f"/console/runs/{run_id}")
+        page = response.text
+        ok = response.status_code == 200 and "chain-ok" in page and "chain-broken" not in page
+        return Done(ok, raw=f"{response.status_code} {_CHAIN.findall(page)}")
 
     async def _form(self, who: str, path: str, fields: dict[str, str]) -> Done:
         async with httpx.AsyncClient(base_url=self.deployment.url, timeout=60) as http:
@@ -221,6 +246,15 @@ class CliDriver(Driver):
         return Done(ran.returncode == 0, raw=ran.stdout + ran.stderr)
 
 
+def turn_access_log(driver: Driver) -> list[dict[str, Any]]:
+    """The access-log lines a per-turn instance wrote (JSON, on its log file)."""
+    lines = []
+    for line in driver.deployment.turn(driver.turn_run).log().splitlines():
+        if line.startswith("{") and '"logger": "arvis.access"' in line:
+            lines.append(json.loads(line))
+    return lines
+
+
 class TurnHttpDriver(HttpDriver):
     """The v1 API of ``arvis serve-turn`` (its run only)."""
 
@@ -231,6 +265,9 @@ class TurnHttpDriver(HttpDriver):
 
     def base(self) -> str:
         return self.deployment.turn(self.turn_run).url
+
+    def access_log(self) -> list[dict[str, Any]]:
+        return turn_access_log(self)
 
 
 class TurnMcpDriver(McpDriver):
@@ -243,6 +280,9 @@ class TurnMcpDriver(McpDriver):
 
     def base(self) -> str:
         return self.deployment.turn(self.turn_run).url
+
+    def access_log(self) -> list[dict[str, Any]]:
+        return turn_access_log(self)
 
 
 @dataclass(frozen=True)
@@ -273,7 +313,7 @@ def _ops(*names: str) -> frozenset[str]:
 ENTRY_POINTS: tuple[EntryPoint, ...] = (
     EntryPoint("http", HttpDriver, _ops("post", "replay", "verify", "approve", "resolve")),
     EntryPoint("mcp", McpDriver, _ops("post")),
-    EntryPoint("console", ConsoleDriver, _ops("approve", "resolve")),
+    EntryPoint("console", ConsoleDriver, _ops("approve", "resolve", "verify")),
     EntryPoint("cli", CliDriver, _ops("replay", "verify", "resolve"), operator_reads=True),
     EntryPoint(
         "serve-turn/http",

@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from arvis.bootstrap import parse_audit_config
 from arvis.config import FileConfig
+from arvis.deployment import parse_audit_config
 from arvis.domain.errors import ConfigurationError
 from arvis.evidence.setup import parse_checkpoints_config
 from arvis.evidence.witness import parse_witness_config

@@ -60,11 +60,11 @@ async def test_an_untouched_chain_verifies_and_a_tampered_entry_is_named(
     harness: FakeHarness,
 ) -> None:
     await _three_decisions(harness)
-    replay = harness.lifecycle.replay
-    report = await replay.verify(AGENT.tenant_id, RunId(harness.run_id))
+    replay, evidence = harness.lifecycle.replay, harness.lifecycle.evidence
+    report = await evidence.verify(AGENT.tenant_id, RunId(harness.run_id))
     assert (report.ok, report.entries, report.broken_at) == (True, 3, None)
     _tamper(harness, 1)
-    report = await replay.verify(AGENT.tenant_id, RunId(harness.run_id))
+    report = await evidence.verify(AGENT.tenant_id, RunId(harness.run_id))
     assert (report.ok, report.broken_at) == (False, 1)
     with pytest.raises(ChainBroken):
         await replay.replay(AGENT.tenant_id, RunId(harness.run_id))

@@ -38,7 +38,7 @@ async def test_a_result_that_cannot_be_journaled_is_held_flagged_and_journaled_l
     assert run.audit_incomplete_reason is not None
     assert "journaled late" in run.audit_incomplete_reason
     assert harness.in_flight() == []
-    report = await harness.lifecycle.replay.verify(AGENT.tenant_id, RunId(harness.run_id))
+    report = await harness.lifecycle.evidence.verify(AGENT.tenant_id, RunId(harness.run_id))
     assert report.ok
     again = await harness.execute("write", {"text": "x"}, causal_id="c")
     assert (again.outcome, again.audit_incomplete) == ("deduplicated", True)
