@@ -140,13 +140,14 @@ class ConsentSteps(StoreBase):
             position=entry.position,
         )
         if renewal is not None:
+            now = self.now()  # one transaction, one now(), as in arvis_resolve
             consent = t.confirmations[(tenant, renewal.confirmation.confirmation_id)]
             renewed = replace(
                 consent,
                 state=renewal.to_state.value,
                 round=renewal.round,
-                renewed_at=self.now(),
-                expires_at=self.now() + (at_(renewal.expires_at) - at_(r.recorded_at)),
+                renewed_at=now,
+                expires_at=now + (at_(renewal.expires_at) - at_(r.recorded_at)),
                 decided_by=renewal.decided_by,
                 decided_at=None if renewal.decided_by is None else at_(r.recorded_at),
                 decision_reason=None,
