@@ -179,7 +179,7 @@ def compose_lifecycle(
     return Lifecycle(
         plans=plans,
         handler=handler,
-        manager=ConsentService(lifecycle_store, clock, allow_self_approval=allow_self_approval),
+        consent=ConsentService(lifecycle_store, clock, allow_self_approval=allow_self_approval),
         replay=ReplayService(lifecycle_store, evidence),
         evidence=evidence,
         policy=policy,

@@ -50,7 +50,7 @@ class Lifecycle:
 
     plans: StaticToolPlanSource
     handler: SyscallHandler
-    manager: ConsentService
+    consent: ConsentService
     replay: ReplayService
     evidence: EvidenceService
     """The one verification of a run: the API's verify, ``arvis verify``, the console's
@@ -118,7 +118,7 @@ class Kernel:
         """Claim this process's lease, settle what earlier lives left behind, and
         keep beating and sweeping (DESIGN §6). Nothing is admitted before this."""
         chores: list[tuple[float, Any]] = [
-            (self.settings.sweep_interval_s, self.lifecycle.manager.expire_due)
+            (self.settings.sweep_interval_s, self.lifecycle.consent.expire_due)
         ]
         interval = self.deliverer.notifications.config.interval_s
         chores.append((interval, self.deliverer.deliver_once))

@@ -241,7 +241,7 @@ class McpGateway:
         assert result.confirmation is not None
         url = approval_url(kernel.public_url, result.confirmation.id)
         approver = f"a principal with the approver role in tenant {identity.tenant_id!r}"
-        if not kernel.lifecycle.manager.allow_self_approval:
+        if not kernel.lifecycle.consent.allow_self_approval:
             approver += " other than you"
         if not _elicits_urls(ctx):
             return consent_result(result, tool=tool, approval_url=url, approver=approver)

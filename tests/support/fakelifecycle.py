@@ -97,10 +97,10 @@ class FakeHarness:
         return await self.lifecycle.handler.handle(syscall, identity)
 
     async def approve(self, confirmation_id: str, approver: Identity = APPROVER) -> None:
-        await self.lifecycle.manager.approve(approver, ConfirmationId(confirmation_id))
+        await self.lifecycle.consent.approve(approver, ConfirmationId(confirmation_id))
 
     async def deny(self, confirmation_id: str, approver: Identity = APPROVER) -> None:
-        await self.lifecycle.manager.deny(approver, ConfirmationId(confirmation_id), "no")
+        await self.lifecycle.consent.deny(approver, ConfirmationId(confirmation_id), "no")
 
     def in_flight(self, run_id: str | None = None) -> list[str]:
         """Causal ids of the run's attempts admitted and not yet journaled."""
@@ -191,7 +191,7 @@ def compose_fake_lifecycle(
     return Lifecycle(
         plans=plans,
         handler=handler,
-        manager=ConsentService(store, clock, allow_self_approval=allow_self_approval),
+        consent=ConsentService(store, clock, allow_self_approval=allow_self_approval),
         replay=ReplayService(store, evidence),
         evidence=evidence,
         policy=policy,

@@ -240,10 +240,10 @@ class Harness:
         return await self.lifecycle.handler.handle(syscall, identity)
 
     async def approve(self, confirmation_id: str, approver: Identity = APPROVER) -> None:
-        await self.lifecycle.manager.approve(approver, ConfirmationId(confirmation_id))
+        await self.lifecycle.consent.approve(approver, ConfirmationId(confirmation_id))
 
     async def deny(self, confirmation_id: str, approver: Identity = APPROVER) -> None:
-        await self.lifecycle.manager.deny(approver, ConfirmationId(confirmation_id), "no")
+        await self.lifecycle.consent.deny(approver, ConfirmationId(confirmation_id), "no")
 
     def sql(self, query: str, *params: Any) -> list[tuple[Any, ...]]:
         """Read (or, for tamper tests, write) the database directly."""

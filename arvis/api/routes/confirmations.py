@@ -70,7 +70,7 @@ async def list_confirmations(
     after: Annotated[str | None, Query(pattern=ID_PATTERN)] = None,
 ) -> ConfirmationList:
     """Confirmations of this tenant, by id; filter with ``state=PENDING``."""
-    found = await kernel.lifecycle.manager.list_confirmations(
+    found = await kernel.lifecycle.consent.list_confirmations(
         identity.tenant_id, None if state is None else ConfirmationStateValue(state), limit, after
     )
     return ConfirmationList(
@@ -92,7 +92,7 @@ async def approve_confirmation(
 ) -> ConfirmationOut:
     """Record an approval; PENDING → APPROVED once the quorum of distinct approvers of
     the tool's groups is met. The agent then re-posts the same syscall to run it."""
-    record = await kernel.lifecycle.manager.approve(identity, ConfirmationId(confirmation_id))
+    record = await kernel.lifecycle.consent.approve(identity, ConfirmationId(confirmation_id))
     return _out(record)
 
 
@@ -113,5 +113,5 @@ async def deny_confirmation(
     of the principal that asked: reason ``withdrawn by the requester`` unless given).
     Another agent: 403 ``identity_mismatch``."""
     reason = body.reason if body is not None else None
-    record = await kernel.lifecycle.manager.deny(identity, ConfirmationId(confirmation_id), reason)
+    record = await kernel.lifecycle.consent.deny(identity, ConfirmationId(confirmation_id), reason)
     return _out(record)

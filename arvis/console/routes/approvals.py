@@ -34,7 +34,7 @@ async def _read(
     found: list[ConfirmationRecord] = []
     after: str | None = None
     while len(found) < MAX_READ:
-        page = await kernel.lifecycle.manager.list_confirmations(tenant, state, _PAGE, after)
+        page = await kernel.lifecycle.consent.list_confirmations(tenant, state, _PAGE, after)
         found.extend(page)
         if len(page) < _PAGE:
             break
@@ -68,7 +68,7 @@ async def approvals_page(
         records.sort(key=lambda r: (r.decided_at or r.expires_at, r.confirmation_id), reverse=True)
     just_decided = None
     if decided is not None:
-        just_decided = await kernel.lifecycle.manager.confirmation(tenant, ConfirmationId(decided))
+        just_decided = await kernel.lifecycle.consent.confirmation(tenant, ConfirmationId(decided))
     context = {
         "user": user,
         "tab": tab,
@@ -86,7 +86,7 @@ async def confirmation_page(
     request: Request, kernel: KernelDep, user: User, confirmation_id: ConfirmationIdPath
 ) -> Response:
     need(user, "approver")
-    record = await kernel.lifecycle.manager.confirmation(
+    record = await kernel.lifecycle.consent.confirmation(
         user.identity.tenant_id, ConfirmationId(confirmation_id)
     )
     return render(
@@ -102,7 +102,7 @@ async def approve(
 ) -> Response:
     """The approve route's service: four eyes, groups, quorum, expiry, tenant."""
     need(user, "approver")
-    await kernel.lifecycle.manager.approve(user.identity, ConfirmationId(confirmation_id))
+    await kernel.lifecycle.consent.approve(user.identity, ConfirmationId(confirmation_id))
     return RedirectResponse(f"/console/approvals?decided={confirmation_id}", 303)
 
 
@@ -113,5 +113,5 @@ async def deny(
     """The deny route's service, with the reason the form asked for."""
     need(user, "approver")
     body = DecisionBody.model_validate({"reason": form.get("reason") or None})
-    await kernel.lifecycle.manager.deny(user.identity, ConfirmationId(confirmation_id), body.reason)
+    await kernel.lifecycle.consent.deny(user.identity, ConfirmationId(confirmation_id), body.reason)
     return RedirectResponse(f"/console/approvals?decided={confirmation_id}", 303)

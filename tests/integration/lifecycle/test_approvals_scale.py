@@ -46,7 +46,7 @@ async def _asked(harness: Harness, causal_id: str) -> tuple[SyscallResult, Confi
 
 
 async def test_a_quorum_of_two_needs_two_distinct_approvers_of_its_group(harness: Harness) -> None:
-    manager = harness.lifecycle.manager
+    manager = harness.lifecycle.consent
     _, cid = await _asked(harness, "c-q")
 
     with pytest.raises(ApproverNotInGroup):
@@ -94,11 +94,11 @@ async def test_concurrent_approvals_meet_the_quorum_exactly_once(
     try:
         _, cid = await _asked(harness, f"c-race-{quorum}")
         results = await asyncio.gather(
-            harness.lifecycle.manager.approve(LEAD_A, cid),
-            harness.lifecycle.manager.approve(LEAD_B, cid),
+            harness.lifecycle.consent.approve(LEAD_A, cid),
+            harness.lifecycle.consent.approve(LEAD_B, cid),
             return_exceptions=True,
         )
-        record = await harness.lifecycle.manager.confirmation(AGENT.tenant_id, cid)
+        record = await harness.lifecycle.consent.confirmation(AGENT.tenant_id, cid)
         assert record.state == "APPROVED"
         assert len(record.approvals) == quorum
         refused = [r for r in results if isinstance(r, Exception)]
@@ -112,13 +112,13 @@ async def test_the_requester_counts_toward_no_quorum_even_in_the_group(harness: 
     _, cid = await _asked(harness, "c-self")
     requester = approver(AGENT.principal_id, "payments-leads")
     with pytest.raises(SelfApproval):
-        await harness.lifecycle.manager.approve(requester, cid)
+        await harness.lifecycle.consent.approve(requester, cid)
 
 
 async def test_a_deny_by_any_approver_denies_and_the_journal_shows_a_refusal(
     harness: Harness,
 ) -> None:
-    manager = harness.lifecycle.manager
+    manager = harness.lifecycle.consent
     asked, cid = await _asked(harness, "c-deny")
     await manager.approve(LEAD_A, cid)
     with pytest.raises(ApproverNotInGroup):
@@ -145,7 +145,7 @@ async def test_a_deny_by_any_approver_denies_and_the_journal_shows_a_refusal(
 
 async def test_the_tools_ttl_sets_the_expiry(harness: Harness) -> None:
     _, cid = await _asked(harness, "c-ttl")
-    record = await harness.lifecycle.manager.confirmation(AGENT.tenant_id, cid)
+    record = await harness.lifecycle.consent.confirmation(AGENT.tenant_id, cid)
     assert record.expires_at - record.created_at == timedelta(seconds=600)
     assert (record.quorum, record.approver_groups) == (2, ("payments-leads",))
 
@@ -159,7 +159,7 @@ async def test_the_expiry_sweep_moves_expired_consents_to_expired_as_refusals(
         " WHERE confirmation_id = %s",
         cid,
     )
-    assert await harness.lifecycle.manager.expire_due() >= 1
+    assert await harness.lifecycle.consent.expire_due() >= 1
     assert harness.confirmation_state(cid) == "EXPIRED"
     [entry] = harness.sql(
         "SELECT boundary, body::jsonb -> 'decided_by' ->> 'principal_id' FROM journal_entries"
@@ -174,7 +174,7 @@ async def test_the_expiry_sweep_moves_expired_consents_to_expired_as_refusals(
 async def test_an_approval_expired_by_the_database_clock_is_refused_at_use(
     harness: Harness,
 ) -> None:
-    manager = harness.lifecycle.manager
+    manager = harness.lifecycle.consent
     _, cid = await _asked(harness, "c-dbclock")
     await manager.approve(LEAD_A, cid)
     await manager.approve(LEAD_B, cid)
@@ -193,7 +193,7 @@ async def test_an_approval_expired_by_the_database_clock_is_refused_at_use(
 async def test_an_approval_under_a_changed_policy_is_stale_and_never_runs(
     harness: Harness, database_url: str
 ) -> None:
-    manager = harness.lifecycle.manager
+    manager = harness.lifecycle.consent
     _, cid = await _asked(harness, "c-stale")
     await manager.approve(LEAD_A, cid)
     await manager.approve(LEAD_B, cid)
@@ -225,8 +225,8 @@ async def test_an_approval_entry_is_observed_like_every_append(harness: Harness)
     seen: list[tuple[str, int]] = []
     harness.store.ops.append_observers.append(lambda e: seen.append((e.kind, e.position)))
     _, cid = await _asked(harness, "c-obs")
-    await harness.lifecycle.manager.approve(LEAD_A, cid)
-    approved = await harness.lifecycle.manager.approve(LEAD_B, cid)
+    await harness.lifecycle.consent.approve(LEAD_A, cid)
+    approved = await harness.lifecycle.consent.approve(LEAD_B, cid)
     assert approved.state == "APPROVED"
     assert [kind for kind, _ in seen].count("confirmation") == 2
     assert [position for _, position in seen] == sorted(position for _, position in seen)

@@ -159,15 +159,15 @@ async def test_an_approver_of_another_tenant_cannot_see_the_confirmation(
         roles=("approver",),
     )
     with pytest.raises(NotFound):
-        await harness.lifecycle.manager.approve(stranger, ConfirmationId(confirmation))
+        await harness.lifecycle.consent.approve(stranger, ConfirmationId(confirmation))
     assert harness.confirmation_state(confirmation) == "PENDING"
 
 
 async def test_pending_confirmations_are_listed_per_tenant(harness: Harness) -> None:
     mine = await _pending(harness, "c1")
-    listed = await harness.lifecycle.manager.list_confirmations(APPROVER.tenant_id, "PENDING")
+    listed = await harness.lifecycle.consent.list_confirmations(APPROVER.tenant_id, "PENDING")
     assert mine in [c.confirmation_id for c in listed]
-    others = await harness.lifecycle.manager.list_confirmations(TenantId("globex"), None)
+    others = await harness.lifecycle.consent.list_confirmations(TenantId("globex"), None)
     assert others == []
 
 
@@ -192,7 +192,7 @@ async def test_a_consent_found_lapsed_at_use_is_journaled_as_the_sweep_journals_
 
     refused = await harness.execute("append", {"line": "hello"}, causal_id="c-used")
     at_use = _last_entry(harness)
-    assert await harness.lifecycle.manager.expire_due() >= 1
+    assert await harness.lifecycle.consent.expire_due() >= 1
     assert harness.confirmation_state(swept) == "EXPIRED"
     by_sweep = _last_entry(harness)
 

@@ -74,7 +74,7 @@ async def _consented_then_uncertain(
     assert asked.confirmation is not None
     cid = ConfirmationId(asked.confirmation.id)
     for one in approvers:
-        await harness.lifecycle.manager.approve(one, cid)
+        await harness.lifecycle.consent.approve(one, cid)
     harness.tools[tool].then_fail(effect_started=None, retryable=False)
     ran = await harness.execute(tool, PAYLOAD, causal_id=causal_id)
     assert ran.boundary is B.EFFECT_STATE_UNKNOWN
@@ -91,7 +91,7 @@ async def _resolve(
 
 
 async def _consent(harness: Harness, cid: ConfirmationId) -> ConfirmationRecord:
-    return await harness.lifecycle.manager.confirmation(AGENT.tenant_id, cid)
+    return await harness.lifecycle.consent.confirmation(AGENT.tenant_id, cid)
 
 
 async def test_an_outsiders_not_started_opens_a_round_that_needs_the_whole_quorum(
@@ -116,7 +116,7 @@ async def test_an_outsiders_not_started_opens_a_round_that_needs_the_whole_quoru
     assert waiting.outcome == "confirmation_required"
     assert harness.tools["append"].calls == runs
     with pytest.raises(ApproverNotInGroup):
-        await harness.lifecycle.manager.approve(OUTSIDER, cid)
+        await harness.lifecycle.consent.approve(OUTSIDER, cid)
 
 
 async def test_a_lead_who_resolves_counts_as_one_approval_of_the_new_round(
@@ -131,11 +131,11 @@ async def test_a_lead_who_resolves_counts_as_one_approval_of_the_new_round(
     assert (consent.state, consent.round) == ("PENDING", 2)
     assert [a.principal_id for a in consent.approvals] == ["lead-a"]
     with pytest.raises(AlreadyApproved):
-        await harness.lifecycle.manager.approve(LEAD_A, cid)
+        await harness.lifecycle.consent.approve(LEAD_A, cid)
     assert (await harness.execute("append", PAYLOAD, causal_id="c-1")).outcome == (
         "confirmation_required"
     )
-    approved = await harness.lifecycle.manager.approve(LEAD_B, cid)
+    approved = await harness.lifecycle.consent.approve(LEAD_B, cid)
     assert approved.state == "APPROVED"
     ran = await harness.execute("append", PAYLOAD, causal_id="c-1")
     assert (ran.outcome, ran.attempt) == ("executed", 2)
@@ -240,8 +240,8 @@ async def test_a_new_round_expires_after_the_terms_ttl_from_when_it_opened(
 async def test_a_new_round_is_asked_again_in_the_notifications(harness: Harness) -> None:
     cid, key = await _consented_then_uncertain(harness, "append", LEAD_A, LEAD_B)
     await _resolve(harness, key, OUTSIDER)
-    await harness.lifecycle.manager.approve(LEAD_A, cid)
-    await harness.lifecycle.manager.approve(LEAD_B, cid)
+    await harness.lifecycle.consent.approve(LEAD_A, cid)
+    await harness.lifecycle.consent.approve(LEAD_B, cid)
 
     events = harness.sql(
         "SELECT event_type, subject ->> 'round' FROM notify_outbox"

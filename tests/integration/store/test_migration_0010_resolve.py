@@ -109,7 +109,7 @@ async def test_a_consent_of_revision_0009_is_in_its_first_round(pg_server_url: s
         upgrade(url)
         harness = await make_harness(url, policy=POLICY, instance_id="after-upgrade")
         try:
-            record = await harness.lifecycle.manager.approve(LEAD_B, asked.confirmation.id)
+            record = await harness.lifecycle.consent.approve(LEAD_B, asked.confirmation.id)
             assert (record.state, record.round) == ("APPROVED", 1)
             assert [a.principal_id for a in record.approvals] == ["lead-a", "lead-b"]
         finally:

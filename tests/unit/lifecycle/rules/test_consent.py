@@ -51,7 +51,7 @@ async def test_nothing_runs_until_the_quorum_of_distinct_approvers_is_met(
 ) -> None:
     cid = await _asked(harness)
     assert await _asked(harness) == cid
-    manager = harness.lifecycle.manager
+    manager = harness.lifecycle.consent
     with pytest.raises(ApproverNotInGroup):
         await manager.approve(OUTSIDER, cid)
     await manager.approve(LEAD_A, cid)
@@ -78,7 +78,7 @@ async def test_a_not_started_outcome_releases_the_consent_for_a_retry(
 ) -> None:
     cid = await _asked(harness)
     for lead in (LEAD_A, LEAD_B):
-        await harness.lifecycle.manager.approve(lead, cid)
+        await harness.lifecycle.consent.approve(lead, cid)
     harness.tools["append"].then_fail(effect_started=False, retryable=False)
     first = await harness.execute("append", PAYLOAD, causal_id="c")
     assert first.boundary is EffectBoundary.EFFECT_NOT_STARTED
@@ -90,11 +90,11 @@ async def test_a_not_started_outcome_releases_the_consent_for_a_retry(
 
 async def test_a_denied_consent_refuses_the_action(harness: FakeHarness) -> None:
     cid = await _asked(harness)
-    await harness.lifecycle.manager.deny(LEAD_A, cid, "no")
+    await harness.lifecycle.consent.deny(LEAD_A, cid, "no")
     refused = await harness.execute("append", PAYLOAD, causal_id="c")
     assert (refused.outcome, refused.reason) == ("refused", "confirmation_denied")
     with pytest.raises(ConfirmationStateConflict):
-        await harness.lifecycle.manager.approve(LEAD_B, cid)
+        await harness.lifecycle.consent.approve(LEAD_B, cid)
     assert harness.tools["append"].calls == 0
 
 
@@ -112,7 +112,7 @@ async def test_an_outsiders_not_started_opens_a_round_that_needs_the_whole_quoru
 ) -> None:
     cid = await _asked(harness)
     for lead in (LEAD_A, LEAD_B):
-        await harness.lifecycle.manager.approve(lead, cid)
+        await harness.lifecycle.consent.approve(lead, cid)
     harness.tools["append"].then_fail(effect_started=None, retryable=False)
     ran = await harness.execute("append", PAYLOAD, causal_id="c")
     assert ran.boundary is EffectBoundary.EFFECT_STATE_UNKNOWN
@@ -127,12 +127,12 @@ async def test_an_outsiders_not_started_opens_a_round_that_needs_the_whole_quoru
         "the far side has no such request",
     )
 
-    consent = await harness.lifecycle.manager.confirmation(LEAD_A.tenant_id, cid)
+    consent = await harness.lifecycle.consent.confirmation(LEAD_A.tenant_id, cid)
     assert (consent.state, consent.round, consent.approvals) == ("PENDING", 2, ())
     waiting = await harness.execute("append", PAYLOAD, causal_id="c")
     assert waiting.outcome == "confirmation_required"
     for lead in (LEAD_A, LEAD_B):
-        await harness.lifecycle.manager.approve(lead, cid)
+        await harness.lifecycle.consent.approve(lead, cid)
     again = await harness.execute("append", PAYLOAD, causal_id="c")
     assert (again.outcome, again.attempt) == ("executed", 2)
     assert harness.tools["append"].calls == 2
