@@ -11,14 +11,15 @@ is its life: start (lease, recovery, chores) and graceful close.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import httpx
 
 from arvis.config import FileConfig, Settings
 from arvis.domain.ids import InstanceId
 from arvis.evidence.export import BundleExporter
+from arvis.lifecycle.chores import Chore, Chores
 from arvis.lifecycle.consent.reconcile import Reconciler
 from arvis.lifecycle.consent.resolution import ResolutionService
 from arvis.lifecycle.consent.service import ConsentService
@@ -113,13 +114,13 @@ class Kernel:
     tracing: Tracing | None = None
     """Tracing of syscalls (``[telemetry]``); None when it is off."""
     recovery: RecoveryRuntime | None = None
+    chores: Chores = field(default_factory=Chores)
+    """The kernel's own periodic work: the expiry sweep, the deliverer, the idle checkpointer."""
 
     async def start(self) -> None:
         """Claim this process's lease, settle what earlier lives left behind, and
         keep beating and sweeping (DESIGN §6). Nothing is admitted before this."""
-        chores: list[tuple[float, Any]] = [
-            (self.settings.sweep_interval_s, self.lifecycle.consent.expire_due)
-        ]
+        chores: list[Chore] = [(self.settings.sweep_interval_s, self.lifecycle.consent.expire_due)]
         interval = self.deliverer.notifications.config.interval_s
         chores.append((interval, self.deliverer.deliver_once))
         if self.checkpointer is not None and self.checkpointer.policy.idle_s:
@@ -129,9 +130,10 @@ class Kernel:
             self.lifecycle.lease,
             self.lifecycle.sweeper,
             sweep_interval_s=self.settings.sweep_interval_s,
-            chores=chores,
         )
         await self.recovery.start()
+        self.chores = Chores(chores)
+        self.chores.start()
 
     async def close(self) -> None:
         """Graceful shutdown: stop admitting, let in-flight syscalls finish and
@@ -139,6 +141,7 @@ class Kernel:
         handler = self.lifecycle.handler
         handler.stop_admitting()
         await handler.drain(self.settings.shutdown_grace_s)
+        await self.chores.stop()
         if self.recovery is not None:
             await self.recovery.stop()
         if self.checkpointer is not None:

@@ -22,12 +22,9 @@ number of instances (and a late owner), exactly one settles each attempt.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from arvis.domain.authorization import PolicyRecord
 from arvis.domain.boundary import EffectBoundary
@@ -36,6 +33,7 @@ from arvis.domain.context import AuthorizedEffectContext
 from arvis.domain.errors import StoreError
 from arvis.domain.ids import IdempotencyKey, TenantId
 from arvis.domain.journal import Problem, RecoveryArtifact
+from arvis.lifecycle.chores import Chores
 from arvis.lifecycle.consent.reconcile import Reconciler
 from arvis.lifecycle.entries import consumed_capability, journal_receipt, settle_append
 from arvis.lifecycle.lease import InstanceLease
@@ -194,15 +192,11 @@ class RecoveryRuntime:
         sweeper: RecoverySweeper,
         *,
         sweep_interval_s: float,
-        chores: Sequence[tuple[float, Callable[[], Awaitable[object]]]] = (),
     ) -> None:
         self.lease = lease
         self.sweeper = sweeper
         self.sweep_interval_s = sweep_interval_s
-        self.chores = chores
-        """Other periodic work of this process (interval, action): the expiry sweep and
-        the notification deliverer (issue 16)."""
-        self._tasks: list[asyncio.Task[None]] = []
+        self._chores = Chores()
 
     async def start(self) -> list[SettledIntent]:
         """Take over the slots of this instance id whose holder died on this host,
@@ -213,38 +207,17 @@ class RecoveryRuntime:
         name = await self.lease.claim()
         settled = await self.sweeper.sweep(owner=name)
         settled += await self.sweeper.sweep()
-        self._tasks = [
-            asyncio.create_task(self._every(self.lease.ttl_s / 3, self.lease.beat)),
-            asyncio.create_task(self._every(self.sweep_interval_s, self._sweep)),
-            *(asyncio.create_task(self._every(every, chore)) for every, chore in self.chores),
-        ]
+        self._chores = Chores(
+            [(self.lease.ttl_s / 3, self.lease.beat), (self.sweep_interval_s, self._sweep)]
+        )
+        self._chores.start()
         return settled
 
     async def _sweep(self) -> None:
         await self.sweeper.sweep()
 
-    async def _every(self, interval_s: float, action: Any) -> None:
-        while True:
-            await asyncio.sleep(interval_s)
-            try:
-                await action()
-            except StoreError as exc:
-                # An outage is not a crash: keep beating and sweeping once it ends.
-                log.warning("background %s failed: %s", _name(action), exc.message)
-            except Exception:
-                log.exception("background %s failed", _name(action))
-
     async def stop(self) -> None:
         """Stop the loops and release the lease (after the handler has drained)."""
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks = []
+        await self._chores.stop()
         with contextlib.suppress(StoreError):
             await self.lease.release()
-
-
-def _name(action: Any) -> str:
-    return str(getattr(action, "__name__", type(action).__name__))
