@@ -42,19 +42,7 @@ from arvis.domain.intent import AuditReceipt, Intent
 from arvis.domain.journal import EXPIRED_REASON, STALE_REASON
 from arvis.domain.payload import FrozenEffectPayload
 from arvis.domain.states import ConfirmationState
-from arvis.lifecycle.authorization import (
-    AdmissionRequest,
-    AnotherPrincipal,
-    AwaitConsent,
-    Deduplicated,
-    Earlier,
-    InFlight,
-    Proceed,
-    Refuse,
-    ToolAuthorizationService,
-    budget_refusal,
-    needs_earlier,
-)
+from arvis.lifecycle.authorization import ToolAuthorizationService, budget_refusal, needs_earlier
 from arvis.lifecycle.effects import not_dispatched
 from arvis.lifecycle.entries import expiry
 from arvis.lifecycle.errors import AttemptInFlight, InvalidReceipt, RunOfAnotherPrincipal
@@ -65,6 +53,16 @@ from arvis.lifecycle.records import NEW_DECISION, ConfirmationRecord, DecisionHi
 from arvis.lifecycle.refusals import answer_deduplicated, refusal_append
 from arvis.lifecycle.request import Syscall
 from arvis.lifecycle.results import ConfirmationRef, SyscallResult, result_from_entry
+from arvis.lifecycle.steps import (
+    AdmissionRequest,
+    AnotherPrincipal,
+    AwaitConsent,
+    Deduplicated,
+    Earlier,
+    InFlight,
+    Proceed,
+    Refuse,
+)
 from arvis.lifecycle.writes import Admission, ConsentRequest
 from arvis.tools.outcome import DispatchOutcome
 from arvis.tools.plans import PlanLease, ToolPlanSource, lease_plan

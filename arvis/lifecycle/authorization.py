@@ -47,23 +47,6 @@ from arvis.lifecycle.steps import (
 )
 from arvis.tools.errors import CanonicalFormRefused
 
-__all__ = [
-    "AdmissionRequest",
-    "AnotherPrincipal",
-    "AuthorizationStep",
-    "AwaitConsent",
-    "Deduplicated",
-    "Earlier",
-    "InFlight",
-    "Proceed",
-    "Refuse",
-    "ToolAuthorizationService",
-    "budget_refusal",
-    "needs_earlier",
-]
-"""The steps live in :mod:`arvis.lifecycle.steps`; they are named here too, beside the
-decider that answers them."""
-
 
 class ToolAuthorizationService:
     def __init__(self, policy: ToolPolicy, clock: Clock, budgets: Budgets | None = None) -> None:

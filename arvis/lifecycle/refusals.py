@@ -8,13 +8,13 @@ from arvis.domain.authorization import DenialReason
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.ids import IntentId
 from arvis.domain.journal import RefusalArtifact
-from arvis.lifecycle.authorization import AdmissionRequest, Refuse
 from arvis.lifecycle.errors import ChainBroken
 from arvis.lifecycle.evidence.verify import EvidenceService
 from arvis.lifecycle.journal import recomputes
 from arvis.lifecycle.ports import LifecycleStore
 from arvis.lifecycle.records import JournalEntry, RunRecord
 from arvis.lifecycle.results import SyscallResult, result_from_entry
+from arvis.lifecycle.steps import AdmissionRequest, Refuse
 from arvis.lifecycle.writes import Binding, JournalAppend
 
 # Refusals that depend on the run's plan (the tool in it, its schema, the policy

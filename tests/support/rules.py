@@ -29,10 +29,11 @@ from arvis.domain.ids import (
 )
 from arvis.domain.payload import freeze_payload
 from arvis.domain.states import ConfirmationState
-from arvis.lifecycle.authorization import AdmissionRequest, ToolAuthorizationService
+from arvis.lifecycle.authorization import ToolAuthorizationService
 from arvis.lifecycle.policy.budgets import BudgetConfig, Budgets
 from arvis.lifecycle.policy.policy import PolicyConfig, RulePolicy, TenantRules
 from arvis.lifecycle.records import ConfirmationRecord, DecisionHistory, LatestAttempt
+from arvis.lifecycle.steps import AdmissionRequest
 from arvis.tools.base import Reporter, ToolInvocation, ToolResult
 from arvis.tools.dispatcher import ToolDispatcher
 from arvis.tools.plans import ToolPlan, derive_plan_id

@@ -11,17 +11,12 @@ import pytest
 
 from arvis.domain.authorization import ApprovalTerms, DenialReason
 from arvis.domain.definitions import Effect, ReplaySafety, ToolDefinition
-from arvis.lifecycle.authorization import (
-    AuthorizationStep,
-    AwaitConsent,
-    Proceed,
-    Refuse,
-    ToolAuthorizationService,
-)
+from arvis.lifecycle.authorization import ToolAuthorizationService
 from arvis.lifecycle.policy.cedar import CedarPolicy
 from arvis.lifecycle.policy.cedar.engine import CEDAR_INPUT
 from arvis.lifecycle.policy.policy import CAPABILITY_GATE, EGRESS_GATE, PolicyQuery, TenantRules
 from arvis.lifecycle.records import NEW_DECISION
+from arvis.lifecycle.steps import AuthorizationStep, AwaitConsent, Proceed, Refuse
 from arvis.tools.dispatcher import ToolDispatcher
 from arvis.tools.plans import ToolPlan, derive_plan_id
 from tests.support.cedar import PERMIT_ALL, cedar_policy

@@ -20,7 +20,10 @@ from arvis.domain.definitions import ReplaySafety, ToolDefinition
 from arvis.domain.identity import Identity
 from arvis.domain.ids import IdempotencyKey
 from arvis.domain.states import ConfirmationState
-from arvis.lifecycle.authorization import (
+from arvis.lifecycle.authorization import budget_refusal, needs_earlier
+from arvis.lifecycle.policy.budgets import BudgetConfig, Budgets
+from arvis.lifecycle.records import NEW_DECISION, DecisionHistory
+from arvis.lifecycle.steps import (
     AdmissionRequest,
     AnotherPrincipal,
     AuthorizationStep,
@@ -30,11 +33,7 @@ from arvis.lifecycle.authorization import (
     InFlight,
     Proceed,
     Refuse,
-    budget_refusal,
-    needs_earlier,
 )
-from arvis.lifecycle.policy.budgets import BudgetConfig, Budgets
-from arvis.lifecycle.records import NEW_DECISION, DecisionHistory
 from arvis.tools.plans import ToolPlan, derive_plan_id
 from tests.support.rules import (
     AGENT,

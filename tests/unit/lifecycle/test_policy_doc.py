@@ -10,9 +10,10 @@ import pytest
 
 from arvis.domain.authorization import DenialReason
 from arvis.domain.definitions import Effect, ReplaySafety, ToolDefinition
-from arvis.lifecycle.authorization import AwaitConsent, Proceed, Refuse, ToolAuthorizationService
+from arvis.lifecycle.authorization import ToolAuthorizationService
 from arvis.lifecycle.policy.cedar import CedarPolicy
 from arvis.lifecycle.records import NEW_DECISION
+from arvis.lifecycle.steps import AwaitConsent, Proceed, Refuse
 from arvis.tools.dispatcher import ToolDispatcher
 from arvis.tools.plans import ToolPlan, derive_plan_id
 from tests.support.cedar import cedar_policy

@@ -16,8 +16,8 @@ import pytest
 from arvis.domain.authorization import DenialReason
 from arvis.domain.errors import DefinitionError, PayloadError
 from arvis.domain.payload import freeze_payload
-from arvis.lifecycle.authorization import Proceed, Refuse
 from arvis.lifecycle.records import NEW_DECISION
+from arvis.lifecycle.steps import Proceed, Refuse
 from arvis.tools.base import Reporter, ToolInvocation, ToolResult
 from arvis.tools.builtins import builtin_tools
 from arvis.tools.dispatcher import ToolDispatcher

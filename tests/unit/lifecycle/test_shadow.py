@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from arvis.domain.authorization import PolicyDecision
-from arvis.lifecycle.authorization import AwaitConsent, Proceed, Refuse, ToolAuthorizationService
+from arvis.lifecycle.authorization import ToolAuthorizationService
 from arvis.lifecycle.policy.policy import PolicyQuery
 from arvis.lifecycle.policy.shadow import ShadowPolicy
 from arvis.lifecycle.records import NEW_DECISION
+from arvis.lifecycle.steps import AwaitConsent, Proceed, Refuse
 from tests.support.cedar import cedar_policy
 from tests.support.rules import POLICY, PURGE, PUT, READ, SEND, FixedClock, request
 
