@@ -25,3 +25,8 @@ class EffectBoundary(StrEnum):
     def retry_is_free(self) -> bool:
         """True when a retry cannot repeat an effect: nothing started."""
         return self in (EffectBoundary.PRE_EFFECT_REFUSAL, EffectBoundary.EFFECT_NOT_STARTED)
+
+    @property
+    def uncertain(self) -> bool:
+        """True when the effect may or may not have happened: never retry it blindly."""
+        return self in (EffectBoundary.EFFECT_STARTED, EffectBoundary.EFFECT_STATE_UNKNOWN)
