@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install run test lint typecheck pytest test-db test-citus clean reliability bench bench-quick bench-deploy
+.PHONY: install run test lint typecheck pytest test-unit test-db test-citus clean reliability bench bench-quick bench-deploy
 
 $(PY):
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "ARVIS needs Python 3.11 or newer"'
@@ -32,7 +32,7 @@ install: $(STAMP) $(OIDC_STAMP)
 run: install
 	$(VENV)/bin/arvis quickstart --host $(HOST) --port $(PORT)
 
-## test: lint, format check, strict type check, then the whole suite
+## test: lint, format check, strict type check, then the whole suite (the unit tier first)
 test: lint typecheck pytest
 
 lint: install
@@ -42,8 +42,18 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy --strict arvis
 
-pytest: install
-	$(VENV)/bin/pytest -q
+# The unit tier first: it answers in seconds, so a broken rule stops the run before the
+# database tiers start.
+pytest: test-unit
+	$(VENV)/bin/pytest -q --ignore=tests/unit
+
+## test-unit: the unit tier alone: pure rules, and the lifecycle on the in-memory store
+## (tests/support/fakestore); no PostgreSQL, under 30 s. A developer changing a rule runs this.
+## Its own temporary folder: pytest prunes old runs' folders under the shared
+## /tmp/pytest-of-<user> at start-up, which costs seconds when other runs left many there.
+test-unit: install
+	@mkdir -p .pytest_cache
+	$(VENV)/bin/pytest -q -p no:schemathesis --basetemp=.pytest_cache/unit-tmp tests/unit
 
 ## test-db: the database tests again (CI sets ARVIS_TEST_DATABASE_URL for a second server)
 test-db: install

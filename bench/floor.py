@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import time
 from types import TracebackType
 from typing import Any
@@ -150,31 +151,24 @@ class Statements:
             journaled = self.conn.execute(
                 JOURNAL_SQL,
                 (
-                    "bench",
-                    run,
-                    "execution",
-                    f"c-{n}",
-                    key,
-                    1,
-                    intent,
-                    "EFFECT_COMPLETED",
-                    False,
-                    self.BODY,
-                    "2026-12-01T12:00:00.000000+00:00",
-                    True,
-                    False,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    False,
-                    None,
-                    None,
-                    None,
-                    False,
+                    json.dumps(
+                        {
+                            "tenant": "bench",
+                            "run": run,
+                            "kind": "execution",
+                            "causal": f"c-{n}",
+                            "idempotency_key": key,
+                            "attempt": 1,
+                            "intent": intent,
+                            "boundary": "EFFECT_COMPLETED",
+                            "retryable": False,
+                            "body": self.BODY,
+                            "recorded_at": "2026-12-01T12:00:00.000000+00:00",
+                            "settle": True,
+                            "release_budgets": False,
+                        },
+                        separators=(",", ":"),
+                    ),
                 ),
             )
             if (row := journaled.fetchone()) is None or row[0] != "appended":

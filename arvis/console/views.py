@@ -11,10 +11,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from arvis.domain.boundary import EffectBoundary
+from arvis.domain.boundary import UNCERTAIN_BOUNDARIES, EffectBoundary
 from arvis.domain.definitions import ToolDefinition
 from arvis.domain.journal import (
-    UNCERTAIN_BOUNDARIES,
     ConsentArtifact,
     ExecutionArtifact,
     RecoveryArtifact,

@@ -1,4 +1,9 @@
-"""Effect boundaries (DESIGN §1): every journaled result carries exactly one."""
+"""Effect boundaries (DESIGN §1): every journaled result carries exactly one.
+
+The sets below are the one definition of "uncertain" and "resolved": the retry
+table, the resolution service, the console and the store's triggers and checks
+(``store/sql/arvis_boundaries.sql``, generated from them) all read these.
+"""
 
 from __future__ import annotations
 
@@ -28,5 +33,15 @@ class EffectBoundary(StrEnum):
 
     @property
     def uncertain(self) -> bool:
-        """True when the effect may or may not have happened: never retry it blindly."""
-        return self in (EffectBoundary.EFFECT_STARTED, EffectBoundary.EFFECT_STATE_UNKNOWN)
+        """True when nobody can say whether the effect happened: open for resolution."""
+        return self in UNCERTAIN_BOUNDARIES
+
+
+UNCERTAIN_BOUNDARIES = (EffectBoundary.EFFECT_STARTED, EffectBoundary.EFFECT_STATE_UNKNOWN)
+"""Outcomes a person or a reconcile hook may resolve (issue 16)."""
+RESOLVED_BOUNDARIES = (
+    EffectBoundary.EFFECT_COMPLETED,
+    EffectBoundary.EFFECT_FAILED,
+    EffectBoundary.EFFECT_NOT_STARTED,
+)
+"""What a resolution may say an uncertain attempt did."""

@@ -15,6 +15,7 @@ from arvis.domain.ids import (
     IntentId,
     PlanId,
 )
+from arvis.domain.journal import Receipt
 from arvis.domain.payload import FrozenEffectPayload
 
 GENESIS_HASH = "0" * 64
@@ -91,16 +92,23 @@ def intent_commitment(
     )
 
 
-class AuditReceipt(BaseModel):
-    """What a qualified audit sink answers for an intent it durably recorded."""
+class AuditReceipt(Receipt):
+    """What a qualified audit sink answers for an intent it durably recorded: the
+    journal's :class:`Receipt` (what an entry keeps of it), and the run and decision
+    the sink says it recorded the intent for (checked before the tool runs)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    intent_commitment: str
     run_id: str
     causal_id: str
-    position: int
-    store_fingerprint: str
+
+    def journaled(self) -> Receipt:
+        """The receipt as the journal keeps it."""
+        return Receipt.model_construct(
+            position=self.position,
+            intent_commitment=self.intent_commitment,
+            store_fingerprint=self.store_fingerprint,
+        )
 
 
 def as_utc(moment: datetime) -> datetime:

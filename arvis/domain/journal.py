@@ -16,7 +16,8 @@ such); they read as ``None``.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, Literal
+from enum import StrEnum
+from typing import Any, ClassVar
 
 from pydantic import (
     BaseModel,
@@ -35,7 +36,23 @@ from arvis.domain.context import AuthorizedEffectContext
 from arvis.domain.ids import CapabilityId, ConfirmationId, PlanId
 from arvis.domain.states import CapabilityState, ConfirmationState
 
-JournalKind = Literal["execution", "refusal", "recovery", "confirmation", "resolution"]
+
+class JournalKind(StrEnum):
+    """The ``kind`` column of an entry: stable names, written and read as they are
+    here, whatever the artifact classes are called."""
+
+    EXECUTION = "execution"
+    REFUSAL = "refusal"
+    RECOVERY = "recovery"
+    CONFIRMATION = "confirmation"
+    RESOLUTION = "resolution"
+
+
+EXPIRED_REASON = "expired"
+"""The reason journaled with a consent whose time ran out."""
+STALE_REASON = "approval_stale"
+"""The reason journaled with a consent ended because it went stale: approved for
+another definition or policy than the one in force at the moment of use."""
 
 
 def _absent(value: object) -> bool:
@@ -90,6 +107,8 @@ class Problem(_Body):
 class ExecutionArtifact(_Body):
     """A dispatched attempt and its outcome (its boundary is the entry's column)."""
 
+    kind: ClassVar[JournalKind] = JournalKind.EXECUTION
+
     tool: str
     plan_id: PlanId
     payload_digest: str
@@ -110,6 +129,8 @@ class ExecutionArtifact(_Body):
 class RefusalArtifact(_Body):
     """A decision refused at admission, with its immutable denial snapshot."""
 
+    kind: ClassVar[JournalKind] = JournalKind.REFUSAL
+
     tool: str
     plan_id: PlanId | str
     payload_digest: str
@@ -122,6 +143,8 @@ class RefusalArtifact(_Body):
 
 class RecoveryArtifact(_Body):
     """An attempt its process never journaled, settled by recovery as uncertain."""
+
+    kind: ClassVar[JournalKind] = JournalKind.RECOVERY
 
     tool: str
     plan_id: PlanId | None = None
@@ -149,6 +172,8 @@ class Decider(_Body):
 
 class ConsentArtifact(_Body):
     """An approver's decision on a confirmation: who, how authenticated, and why."""
+
+    kind: ClassVar[JournalKind] = JournalKind.CONFIRMATION
 
     confirmation_id: ConfirmationId
     decision: ConfirmationState
@@ -200,6 +225,8 @@ class ResolutionArtifact(_Body):
     retry table reads it in place of the uncertain boundary it resolves.
     """
 
+    kind: ClassVar[JournalKind] = JournalKind.RESOLUTION
+
     tool: str
     attempt: int
     resolves: ResolvedEntry
@@ -214,23 +241,19 @@ class ResolutionArtifact(_Body):
     not started (revision 0010 on)."""
 
 
-RESOLVED_BOUNDARIES = (
-    EffectBoundary.EFFECT_COMPLETED,
-    EffectBoundary.EFFECT_FAILED,
-    EffectBoundary.EFFECT_NOT_STARTED,
-)
-UNCERTAIN_BOUNDARIES = (EffectBoundary.EFFECT_STARTED, EffectBoundary.EFFECT_STATE_UNKNOWN)
-
 JournalArtifact = (
     ExecutionArtifact | RefusalArtifact | RecoveryArtifact | ConsentArtifact | ResolutionArtifact
 )
 
 _MODELS: dict[str, type[_Body]] = {
-    "execution": ExecutionArtifact,
-    "refusal": RefusalArtifact,
-    "recovery": RecoveryArtifact,
-    "confirmation": ConsentArtifact,
-    "resolution": ResolutionArtifact,
+    model.kind: model
+    for model in (
+        ExecutionArtifact,
+        RefusalArtifact,
+        RecoveryArtifact,
+        ConsentArtifact,
+        ResolutionArtifact,
+    )
 }
 _PLAIN: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 

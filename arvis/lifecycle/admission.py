@@ -23,7 +23,6 @@ may have taken effect is refused ``plan_retired`` before anything is minted.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -40,10 +39,10 @@ from arvis.domain.ids import (
     RunId,
 )
 from arvis.domain.intent import AuditReceipt, Intent
+from arvis.domain.journal import EXPIRED_REASON, STALE_REASON
 from arvis.domain.payload import FrozenEffectPayload
 from arvis.domain.states import ConfirmationState
 from arvis.lifecycle.authorization import (
-    STALE_REASON,
     AdmissionRequest,
     AnotherPrincipal,
     AwaitConsent,
@@ -57,12 +56,12 @@ from arvis.lifecycle.authorization import (
     needs_earlier,
 )
 from arvis.lifecycle.effects import not_dispatched
+from arvis.lifecycle.entries import expiry
 from arvis.lifecycle.errors import AttemptInFlight, InvalidReceipt, RunOfAnotherPrincipal
 from arvis.lifecycle.evidence.verify import EvidenceService
 from arvis.lifecycle.ports import (
     NEW_DECISION,
     Admission,
-    ConfirmationChange,
     ConfirmationRecord,
     ConsentRequest,
     DecisionHistory,
@@ -288,24 +287,14 @@ class AdmissionService:
     async def _refuse(
         self, request: AdmissionRequest, step: Refuse, ids: Ids
     ) -> SyscallResult | DecisionHistory:
-        append = refusal_append(
-            request, step, request.payload.canonical.decode(), ids.recorded_at, ids.intent
-        )
         if step.expire is not None:
-            # The refusal and the confirmation's move to EXPIRED are one step, so the
-            # journal shows why a consent that expired (or went stale) never ran.
-            append = dataclasses.replace(
-                append,
-                confirmation=ConfirmationChange(
-                    confirmation_id=step.expire.confirmation_id,
-                    from_states=(ConfirmationState.PENDING, ConfirmationState.APPROVED),
-                    to_state=ConfirmationState.EXPIRED,
-                    reason=(
-                        STALE_REASON
-                        if step.denial.reason is DenialReason.APPROVAL_STALE
-                        else "expired"
-                    ),
-                ),
+            # A consent found lapsed (or stale) at the moment of use ends here, in the
+            # one shape every expiry has; the entry answers this syscall as refused.
+            stale = step.denial.reason is DenialReason.APPROVAL_STALE
+            append = expiry(step.expire, ids.recorded_at, STALE_REASON if stale else EXPIRED_REASON)
+        else:
+            append = refusal_append(
+                request, step, request.payload.canonical.decode(), ids.recorded_at, ids.intent
             )
         answer = await self.store.journal(append)
         if answer.status in ("appended", "existing"):

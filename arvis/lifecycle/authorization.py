@@ -17,11 +17,9 @@ checks, atomically, that the history it was decided on is still the history.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from arvis.domain.authorization import (
-    ApprovalTerms,
     AuthorizationSnapshot,
     DenialReason,
     DenialSnapshot,
@@ -30,112 +28,41 @@ from arvis.domain.boundary import EffectBoundary
 from arvis.domain.clock import Clock
 from arvis.domain.context import AuthorizedEffectContext
 from arvis.domain.definitions import ReplaySafety, ToolDefinition
-from arvis.domain.idempotency import derive_idempotency_key
-from arvis.domain.identity import Identity
-from arvis.domain.ids import CausalId, IdempotencyKey, InstanceId, PlanId, RunId
-from arvis.domain.payload import FrozenEffectPayload
+from arvis.domain.journal import STALE_REASON
 from arvis.domain.schemas import PayloadValidator
-from arvis.domain.states import ConfirmationState
+from arvis.domain.states import ConfirmationState, consent_expired
 from arvis.lifecycle.policy.budgets import AmountProblem, BudgetCharge, Budgets
 from arvis.lifecycle.policy.policy import PolicyQuery, ToolPolicy
 from arvis.lifecycle.ports import ConfirmationRecord, DecisionHistory
+from arvis.lifecycle.steps import (
+    AdmissionRequest,
+    AnotherPrincipal,
+    AuthorizationStep,
+    AwaitConsent,
+    Deduplicated,
+    Earlier,
+    InFlight,
+    Proceed,
+    Refuse,
+)
 from arvis.tools.errors import CanonicalFormRefused
-from arvis.tools.plans import ToolPlan
 
-
-@dataclass(frozen=True, slots=True)
-class AdmissionRequest:
-    identity: Identity
-    run_id: RunId
-    causal_id: CausalId
-    tool: str
-    payload: FrozenEffectPayload
-    plan: ToolPlan | None
-    """None when the run's plan could not be leased."""
-    plan_id: PlanId
-    instance_id: InstanceId
-    idempotency_key: IdempotencyKey = field(init=False)
-
-    def __post_init__(self) -> None:
-        key = derive_idempotency_key(
-            self.identity.tenant_id, self.run_id, self.causal_id, self.tool, self.payload.digest
-        )
-        object.__setattr__(self, "idempotency_key", key)
-
-
-@dataclass(frozen=True, slots=True)
-class Proceed:
-    """Authorized: admit attempt ``snapshot.attempt`` under a fresh capability."""
-
-    snapshot: AuthorizationSnapshot
-    confirmation: ConfirmationRecord | None
-    """The consent the attempt acts under (APPROVED: reserve it; CONSUMED: re-check)."""
-    charges: tuple[BudgetCharge, ...] = ()
-    """What the attempt adds to each budget it is charged to, if each stays within its
-    limit (the store checks that, in the admitting statement)."""
-
-    @property
-    def reserve(self) -> bool:
-        return (
-            self.confirmation is not None and self.confirmation.state is ConfirmationState.APPROVED
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class Refuse:
-    denial: DenialSnapshot
-    attempt: int | None
-    """The attempt number this refusal takes, or None when it is not an attempt."""
-    expire: ConfirmationRecord | None = None
-    """A confirmation found unusable at the moment of use (expired, or stale): the
-    refusal moves it to EXPIRED in the same step."""
-
-
-@dataclass(frozen=True, slots=True)
-class Deduplicated:
-    position: int
-    """The journal position of the recorded result."""
-    resolution: int | None = None
-    """The position of the resolution that says an uncertain attempt completed."""
-
-
-@dataclass(frozen=True, slots=True)
-class InFlight:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class AnotherPrincipal:
-    """The run is bound to another principal: nothing is decided, nothing written, and
-    nothing of the run is answered (DESIGN §10 "A decision belongs to its principal")."""
-
-
-@dataclass(frozen=True, slots=True)
-class Earlier:
-    """The tool's definition in the plan the decision's latest attempt was decided
-    under, when that is not the request's plan (None: the tool was not in it)."""
-
-    definition: ToolDefinition | None
-
-
-@dataclass(frozen=True, slots=True)
-class AwaitConsent:
-    context: AuthorizedEffectContext
-    existing: ConfirmationRecord | None
-    terms: ApprovalTerms | None = None
-    """Who may approve, how many, for how long (None: any approver, one, the default)."""
-    definition_fingerprint: str | None = None
-    policy_digest: str | None = None
-    """What the approval will be for: re-checked when the approved call is used."""
-
-
-STALE_REASON = "approval_stale"
-"""The decision reason of a confirmation expired because it went stale."""
-
-
-AuthorizationStep = Proceed | Refuse | Deduplicated | InFlight | AwaitConsent | AnotherPrincipal
-"""The authorization outcome of DESIGN §1 (``Proceed`` carries the sealed snapshot,
-``Refuse`` the typed denial), with the retry table's answers that decide nothing anew."""
+__all__ = [
+    "AdmissionRequest",
+    "AnotherPrincipal",
+    "AuthorizationStep",
+    "AwaitConsent",
+    "Deduplicated",
+    "Earlier",
+    "InFlight",
+    "Proceed",
+    "Refuse",
+    "ToolAuthorizationService",
+    "budget_refusal",
+    "needs_earlier",
+]
+"""The steps live in :mod:`arvis.lifecycle.steps`; they are named here too, beside the
+decider that answers them."""
 
 
 class ToolAuthorizationService:
@@ -316,12 +243,12 @@ class ToolAuthorizationService:
         if confirmation is None:
             return AwaitConsent(context, None)
         state = confirmation.state
-        # Expired by either clock: this process's, or the database's when it read
-        # the history (the clock the admitting statement checks it by, issue 16).
-        now = self.clock.now()
-        if history.read_at is not None and history.read_at > now:
-            now = history.read_at
-        if state in _USABLE and confirmation.expires_at <= now:
+        # One clock: the database's, as it read the history (the clock the admitting
+        # statement checks it by). A history read without it (none of the store's)
+        # leaves expiry to that statement, which answers 'stale' for a lapsed consent.
+        if history.read_at is not None and consent_expired(
+            state, confirmation.expires_at, history.read_at
+        ):
             return DenialReason.CONFIRMATION_EXPIRED, confirmation
         if state is ConfirmationState.PENDING:
             return AwaitConsent(context, confirmation)
@@ -340,9 +267,6 @@ class ToolAuthorizationService:
         # APPROVED: reserve it. CONSUMED: consent was given for this very action and
         # the retry table has already decided that another attempt is allowed.
         return None
-
-
-_USABLE = (ConfirmationState.PENDING, ConfirmationState.APPROVED)
 
 
 def _stale(confirmation: ConfirmationRecord, in_force: tuple[str, str]) -> bool:
@@ -419,10 +343,7 @@ def needs_earlier(history: DecisionHistory) -> bool:
         return False
     if latest.boundary is EffectBoundary.EFFECT_FAILED:
         return latest.retryable
-    return latest.boundary in _UNCERTAIN and latest.resolved is None
-
-
-_UNCERTAIN = (EffectBoundary.EFFECT_STARTED, EffectBoundary.EFFECT_STATE_UNKNOWN)
+    return latest.boundary.uncertain and latest.resolved is None
 
 
 def _may_have_taken_effect(history: DecisionHistory) -> bool:

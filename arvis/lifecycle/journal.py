@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from arvis.domain.boundary import UNCERTAIN_BOUNDARIES
 from arvis.domain.ids import RunId, TenantId
 from arvis.domain.intent import GENESIS_HASH, as_utc
 from arvis.lifecycle.ports import ChainRow, JournalEntry, LifecycleReads
@@ -166,7 +167,8 @@ async def walk(
     return VerifyReport(True, count, None)
 
 
-_UNCERTAIN = frozenset({"EFFECT_STARTED", "EFFECT_STATE_UNKNOWN"})
+# Chain rows carry the boundary as text: StrEnum members hash and compare as their values.
+_UNCERTAIN = frozenset(UNCERTAIN_BOUNDARIES)
 
 
 def _resolves(body_text: str, uncertain: dict[int, str]) -> bool:

@@ -37,10 +37,11 @@ from arvis.domain.journal import (
     ConsentArtifact,
     Decider,
     JournalArtifact,
+    JournalKind,
     ResolutionArtifact,
     read_artifact,
 )
-from arvis.domain.states import ConfirmationState
+from arvis.domain.states import ConfirmationState, check_confirmation_transition
 from arvis.lifecycle.policy.budgets import BudgetCharge
 
 
@@ -104,6 +105,9 @@ class ConfirmationRecord:
     consent up opens the next one (revision 0010)."""
     renewed_at: datetime | None = None
     """When the current round opened, from the second round on."""
+    read_at: datetime | None = None
+    """The database's clock when the store read this record (None: built, not read):
+    expiry is judged by it (:func:`arvis.domain.states.consent_expired`)."""
 
     @property
     def requested_by(self) -> str:
@@ -126,17 +130,25 @@ class JournalEntry:
     tenant_id: TenantId
     run_id: RunId
     position: int
-    kind: str
+    kind: JournalKind
     causal_id: str
     idempotency_key: str
     attempt: int | None
     intent_id: str | None
-    boundary: str | None
+    boundary: EffectBoundary | None
     body_text: str
     """The canonical (RFC 8785) body, byte for byte what the chain hashes."""
     prev_hash: str
     entry_hash: str
     recorded_at: datetime
+
+    def __post_init__(self) -> None:
+        # Rows read back carry the columns' text; the entry holds the domain's enums
+        # (equal to that text, so hashing and comparing are unchanged).
+        if type(self.kind) is not JournalKind:
+            object.__setattr__(self, "kind", JournalKind(self.kind))
+        if self.boundary is not None and type(self.boundary) is not EffectBoundary:
+            object.__setattr__(self, "boundary", EffectBoundary(self.boundary))
 
     @property
     def body(self) -> dict[str, Any]:
@@ -276,6 +288,9 @@ class Binding:
 
 @dataclass(frozen=True, slots=True)
 class ConfirmationChange:
+    """A confirmation's conditional transition, written with an entry: each of
+    ``from_states`` → ``to_state`` must be a transition of the domain's table."""
+
     confirmation_id: ConfirmationId
     from_states: tuple[ConfirmationState, ...]
     to_state: ConfirmationState
@@ -283,6 +298,10 @@ class ConfirmationChange:
     """No confirmation in ``from_states`` makes the whole step 'stale'."""
     decided_by: str | None = None
     reason: str | None = None
+
+    def __post_init__(self) -> None:
+        for current in self.from_states:
+            check_confirmation_transition(current, self.to_state)
 
 
 @dataclass(frozen=True, slots=True)

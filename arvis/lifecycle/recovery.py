@@ -35,16 +35,11 @@ from arvis.domain.clock import Clock
 from arvis.domain.context import AuthorizedEffectContext
 from arvis.domain.errors import StoreError
 from arvis.domain.ids import IdempotencyKey, TenantId
-from arvis.domain.journal import Capability, Problem, Receipt, RecoveryArtifact
-from arvis.domain.states import ConfirmationState, settled_confirmation
+from arvis.domain.journal import Problem, RecoveryArtifact
 from arvis.lifecycle.consent.reconcile import Reconciler
+from arvis.lifecycle.entries import consumed_capability, journal_receipt, settle_append
 from arvis.lifecycle.lease import InstanceLease
-from arvis.lifecycle.ports import (
-    ConfirmationChange,
-    InFlightAttempt,
-    JournalAppend,
-    LifecycleStore,
-)
+from arvis.lifecycle.ports import InFlightAttempt, LifecycleStore
 
 log = logging.getLogger(__name__)
 
@@ -129,27 +124,17 @@ class RecoverySweeper:
             else EffectBoundary.EFFECT_STATE_UNKNOWN
         )
         answer = await self.store.journal(
-            JournalAppend(
+            settle_append(
                 tenant_id=attempt.tenant_id,
                 run_id=attempt.run_id,
                 causal_id=attempt.causal_id,
                 idempotency_key=attempt.idempotency_key,
                 attempt=attempt.attempt,
                 intent_id=attempt.intent_id,
+                confirmation_id=attempt.confirmation_id,
                 boundary=boundary,
-                retryable=False,
                 artifact=recovery_artifact(attempt, self.store_fingerprint),
                 recorded_at=self.clock.now(),
-                settle=True,
-                confirmation=(
-                    None
-                    if attempt.confirmation_id is None
-                    else ConfirmationChange(
-                        confirmation_id=attempt.confirmation_id,
-                        from_states=(ConfirmationState.RESERVED,),
-                        to_state=settled_confirmation(boundary),
-                    )
-                ),
                 flag=(
                     f"intent {attempt.intent_id} was interrupted after its capability was consumed"
                 ),
@@ -185,18 +170,9 @@ def recovery_artifact(attempt: InFlightAttempt, store_fingerprint: str) -> Recov
         plan_id=attempt.plan_id,
         payload_digest=attempt.payload_digest,
         context=AuthorizedEffectContext.model_validate(attempt.context),
-        capability=Capability(
-            id=attempt.capability_id,
-            minted_at=attempt.admitted_at,
-            activated_at=attempt.admitted_at,
-            consumed_at=attempt.admitted_at,
-        ),
+        capability=consumed_capability(attempt.capability_id, attempt.admitted_at),
         confirmation_id=attempt.confirmation_id,
-        receipt=Receipt(
-            position=attempt.receipt_position,
-            intent_commitment=attempt.commitment,
-            store_fingerprint=store_fingerprint,
-        ),
+        receipt=journal_receipt(attempt.receipt_position, attempt.commitment, store_fingerprint),
         problem=Problem(
             code="recovered_started" if started else "recovered_unknown",
             detail=detail,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from arvis.domain.authorization import DenialReason
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.ids import IntentId
 from arvis.domain.journal import RefusalArtifact
@@ -24,12 +25,12 @@ from arvis.lifecycle.results import SyscallResult, result_from_entry
 # on its definition) bind the run, and its causal id, as admission would.
 _PLAN_BOUND_REFUSALS = frozenset(
     {
-        "unknown_tool",
-        "payload_invalid",
-        "policy_denied",
-        "capability_denied",
-        "egress_denied",
-        "budget_exceeded",
+        DenialReason.UNKNOWN_TOOL,
+        DenialReason.PAYLOAD_INVALID,
+        DenialReason.POLICY_DENIED,
+        DenialReason.CAPABILITY_DENIED,
+        DenialReason.EGRESS_DENIED,
+        DenialReason.BUDGET_EXCEEDED,
     }
 )
 
@@ -50,7 +51,7 @@ def refusal_append(
     syscall's intent id, so a retried append is told from a new post of the decision.
     """
     denial = step.denial
-    binds = denial.reason.value != "causal_id_conflict"
+    binds = denial.reason is not DenialReason.CAUSAL_ID_CONFLICT
     return JournalAppend(
         tenant_id=request.identity.tenant_id,
         run_id=request.run_id,
@@ -72,7 +73,7 @@ def refusal_append(
         recorded_at=recorded_at,
         bind=(
             Binding(
-                plan_id=request.plan_id if denial.reason.value in _PLAN_BOUND_REFUSALS else None,
+                plan_id=request.plan_id if denial.reason in _PLAN_BOUND_REFUSALS else None,
                 tool=request.tool,
                 payload_digest=request.payload.digest,
                 payload_text=payload_text,

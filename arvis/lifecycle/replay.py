@@ -15,8 +15,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from arvis.domain.boundary import EffectBoundary
 from arvis.domain.identity import Identity
 from arvis.domain.ids import RunId, TenantId
+from arvis.domain.journal import JournalKind
 from arvis.lifecycle.clock import SystemClock
 from arvis.lifecycle.errors import ChainBroken, NotFound, RunOfAnotherPrincipal
 from arvis.lifecycle.evidence.verify import EvidenceReport, EvidenceService
@@ -98,12 +100,12 @@ class _Collector:
             tenant_id=self.tenant_id,
             run_id=self.run_id,
             position=position,
-            kind=kind,
+            kind=JournalKind(kind),
             causal_id=causal,
             idempotency_key=key,
             attempt=attempt,
             intent_id=intent,
-            boundary=boundary,
+            boundary=None if boundary is None else EffectBoundary(boundary),
             body_text=body,
             prev_hash=prev,
             entry_hash=stored,

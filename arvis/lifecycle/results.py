@@ -6,11 +6,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
+from arvis.domain.authorization import DenialReason
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.journal import (
+    STALE_REASON,
     ConsentArtifact,
     ExecutionArtifact,
     JournalArtifact,
+    Receipt,
     RecoveryArtifact,
     RefusalArtifact,
     ResolutionArtifact,
@@ -19,14 +22,6 @@ from arvis.domain.states import ConfirmationState
 from arvis.lifecycle.ports import JournalEntry
 
 Outcome = Literal["executed", "deduplicated", "refused", "confirmation_required"]
-
-
-class Receipt(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    position: int
-    intent_commitment: str
-    store_fingerprint: str
 
 
 class ConfirmationRef(BaseModel):
@@ -70,6 +65,7 @@ class SyscallResult(BaseModel):
     run_id: str
     causal_id: str
     receipt: Receipt | None = None
+    """The receipt the entry records (the journal's own type: one receipt type)."""
     journal_position: int | None = None
     confirmation: ConfirmationRef | None = None
     audit_incomplete: bool = False
@@ -123,28 +119,26 @@ def result_from_entry(
         )
     if isinstance(artifact, ConsentArtifact) and entry.boundary is not None:
         # A denied or expired consent: the decision was refused and never ran.
-        reason = (
-            "confirmation_denied"
-            if artifact.decision is ConfirmationState.DENIED
-            else "confirmation_expired"
-        )
+        reason = _consent_refusal(artifact).value
         return SyscallResult.model_construct(
             **{**common, "outcome": outcome or "refused", "attempt": None},
             reason=reason,
             detail=artifact.reason or f"the confirmation was {artifact.decision.lower()}",
         )
     if isinstance(artifact, ExecutionArtifact | RecoveryArtifact):
-        receipt = artifact.receipt
         return SyscallResult.model_construct(
             **common,
             result=artifact.result,
             problem=None if artifact.problem is None else artifact.problem.model_dump(),
-            receipt=None
-            if receipt is None
-            else Receipt.model_construct(
-                position=receipt.position,
-                intent_commitment=receipt.intent_commitment,
-                store_fingerprint=receipt.store_fingerprint,
-            ),
+            receipt=artifact.receipt,
         )
     raise ValueError(f"a {entry.kind} entry records no syscall result")
+
+
+def _consent_refusal(artifact: ConsentArtifact) -> DenialReason:
+    """The refusal a consent's end answers: denied, gone stale, or expired."""
+    if artifact.decision is ConfirmationState.DENIED:
+        return DenialReason.CONFIRMATION_DENIED
+    if artifact.reason == STALE_REASON:
+        return DenialReason.APPROVAL_STALE
+    return DenialReason.CONFIRMATION_EXPIRED

@@ -21,13 +21,12 @@ from typing import Any
 
 from arvis.domain.clock import Clock
 from arvis.domain.errors import SerializationConflict, StoreError, StoreUnavailable
-from arvis.domain.journal import Capability, ExecutionArtifact, Problem, Receipt
-from arvis.domain.states import CapabilityState, ConfirmationState, settled_confirmation
+from arvis.domain.journal import ExecutionArtifact, Problem
 from arvis.lifecycle.admission import Admitted
+from arvis.lifecycle.entries import consumed_capability, settle_append
 from arvis.lifecycle.errors import JournalConflict
-from arvis.lifecycle.ports import ConfirmationChange, JournalAppend, JournalEntry, LifecycleStore
+from arvis.lifecycle.ports import JournalEntry, LifecycleStore
 from arvis.lifecycle.recovery import RecoverySweeper
-from arvis.lifecycle.results import Receipt as ReceiptOut
 from arvis.lifecycle.results import SyscallResult, result_from_entry
 from arvis.lifecycle.retry import retry_transaction
 from arvis.tools.outcome import DispatchOutcome
@@ -92,36 +91,23 @@ class Settlement:
     ) -> JournalEntry:
         intent = admitted.intent
         context = intent.context
-        boundary = outcome.boundary
         answer = await self.store.journal(
-            JournalAppend(
+            settle_append(
                 tenant_id=context.tenant_id,
                 run_id=context.run_id,
                 causal_id=context.causal_id,
                 idempotency_key=intent.idempotency_key,
                 attempt=intent.attempt,
                 intent_id=intent.intent_id,
-                boundary=boundary,
-                retryable=artifact.retryable,
+                confirmation_id=intent.confirmation_id,
+                boundary=outcome.boundary,
                 artifact=artifact,
                 recorded_at=recorded_at,
-                settle=True,
-                confirmation=(
-                    None
-                    if intent.confirmation_id is None
-                    else ConfirmationChange(
-                        confirmation_id=intent.confirmation_id,
-                        from_states=(ConfirmationState.RESERVED,),
-                        to_state=settled_confirmation(boundary),
-                    )
-                ),
                 # The caller was told the run is audit-incomplete: the flag commits
                 # with the late entry or not at all.
                 flag=f"the result of intent {intent.intent_id} was journaled late"
                 if late
                 else None,
-                # Nothing started: the attempt's budget charges are given back.
-                release_budgets=boundary.retry_is_free,
             )
         )
         if answer.status not in ("appended", "existing"):
@@ -204,8 +190,6 @@ def execution_artifact(admitted: Admitted, outcome: DispatchOutcome) -> Executio
     classified (the outcome): assembled without validating any of it again.
     """
     intent = admitted.intent
-    receipt = admitted.receipt
-    admitted_at = intent.admitted_at
     result: Any = None
     problem: Problem | None = None
     retryable = False
@@ -236,19 +220,9 @@ def execution_artifact(admitted: Admitted, outcome: DispatchOutcome) -> Executio
         payload_digest=intent.payload.digest,
         payload=None,
         context=intent.context,
-        capability=Capability.model_construct(
-            id=intent.capability_id,
-            state=CapabilityState.CONSUMED,
-            minted_at=admitted_at,
-            activated_at=admitted_at,
-            consumed_at=admitted_at,
-        ),
+        capability=consumed_capability(intent.capability_id, intent.admitted_at),
         confirmation_id=intent.confirmation_id,
-        receipt=Receipt.model_construct(
-            position=receipt.position,
-            intent_commitment=receipt.intent_commitment,
-            store_fingerprint=receipt.store_fingerprint,
-        ),
+        receipt=admitted.receipt.journaled(),
         result=result,
         problem=problem,
         retryable=retryable,
@@ -271,7 +245,7 @@ def _unjournaled_result(
         attempt=intent.attempt,
         run_id=intent.context.run_id,
         causal_id=intent.context.causal_id,
-        receipt=ReceiptOut.model_validate(artifact.receipt.model_dump()),
+        receipt=artifact.receipt,
         journal_position=None,
         audit_incomplete=True,
     )

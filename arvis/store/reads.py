@@ -70,9 +70,9 @@ APPROVALS = (
 CONFIRMATION_COLUMNS = (
     "confirmation_id, tenant_id, run_id, causal_id, idempotency_key, tool, payload, state,"
     " context, decided_by, decision_reason AS reason, decided_at, expires_at, created_at,"
-    " approver_groups, quorum, definition_fingerprint, policy_digest, round, renewed_at, "
-    + APPROVALS.format(t="confirmations")
-    + " AS approvals"
+    " approver_groups, quorum, definition_fingerprint, policy_digest, round, renewed_at,"
+    # The database's clock with the record: expiry is judged by it (issue 24).
+    " now() AS read_at, " + APPROVALS.format(t="confirmations") + " AS approvals"
 )
 _CONFIRMATION = (
     f"SELECT {CONFIRMATION_COLUMNS} FROM confirmations"
@@ -186,6 +186,7 @@ def confirmation_from(row: Mapping[str, Any]) -> ConfirmationRecord:
         approvals=tuple(_approval(item) for item in row.get("approvals") or ()),
         round=row.get("round") or 1,
         renewed_at=row.get("renewed_at"),
+        read_at=row.get("read_at"),
     )
 
 

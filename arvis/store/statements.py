@@ -5,6 +5,7 @@ read (and timed alone, bench/floor.py) in one place."""
 
 from __future__ import annotations
 
+from arvis.domain.states import WAITING
 from arvis.store.reads import CONFIRMATION_COLUMNS, UNCERTAIN_COLUMNS
 
 # The two statements of a governed call (bench/floor.py times them alone too).
@@ -12,10 +13,11 @@ ADMIT_SQL = (
     "SELECT out_status, out_receipt_position, out_run_plan FROM arvis_admit("
     "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
+# One argument: the JSON record arvis.store.journaling.journal_record builds, read as
+# the typed arvis_journal_step (revision 0011).
 JOURNAL_SQL = (
     "SELECT out_status, out_position, out_prev_hash, out_entry_hash FROM arvis_journal("
-    "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
-    " %s, %s, %s)"
+    "jsonb_populate_record(NULL::arvis_journal_step, %s::jsonb))"
 )
 # arvis_admit raises it when a budget charge does not fit (arvis/store/sql/arvis_admit.sql).
 BUDGET_EXCEEDED_STATE = "AR010"
@@ -40,9 +42,12 @@ RECORD_ASK_SQL = (
     " next_ask_at = now() + make_interval(secs => %s)"
     " WHERE tenant_id = %s AND idempotency_key = %s AND attempt = %s AND boundary IS NULL"
 )
+# The expiry rule (arvis.domain.states.consent_expired) by the database's clock, on
+# the states it names: the partial index ix_confirmations_expires_at has this predicate.
+_WAITING = ", ".join(f"'{state.value}'" for state in WAITING)
 EXPIRABLE_SQL = (
     f"SELECT {CONFIRMATION_COLUMNS} FROM confirmations"
-    " WHERE state IN ('PENDING', 'APPROVED') AND expires_at <= now()"
+    f" WHERE state IN ({_WAITING}) AND expires_at <= now()"
     " ORDER BY expires_at LIMIT %s"
 )
 HISTORY_SQL = (

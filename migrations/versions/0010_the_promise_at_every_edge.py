@@ -90,6 +90,8 @@ depends_on: str | Sequence[str] | None = None
 
 _MIGRATIONS = Path(__file__).resolve().parents[1]
 _CURRENT = FUNCTIONS_DIR
+# Functions a later revision changed: this revision installs its own text, frozen.
+_FROZEN = _MIGRATIONS / "sql" / "0010"
 _RESOLVE_PREVIOUS = _MIGRATIONS / "sql" / "0006"
 _RESOLVE_CHANGED = ("arvis_resolve", "arvis_approve", "arvis_notify")
 _RESOLVE_DROPPED = ("arvis_resolve", "arvis_approve")
@@ -108,6 +110,14 @@ _RESOLVE_DECIDED = """
         OR (OLD.state = 'CONSUMED' AND NEW.state IN ('PENDING', 'APPROVED'))
         OR NEW.state IN ('DENIED', 'EXPIRED')))
     EXECUTE FUNCTION arvis_on_confirmation()"""
+
+
+def function_text(name: str) -> Path:
+    """This revision's text of ``name``: frozen under sql/0010/ once a later revision
+    changed it (0011 changed arvis_journal, arvis_approve, arvis_resolve and
+    arvis_request_consent), else the current file."""
+    frozen = _FROZEN / f"{name}.sql"
+    return frozen if frozen.is_file() else _CURRENT / f"{name}.sql"
 
 
 def _drop(name: str) -> None:
@@ -131,11 +141,12 @@ def _resolve_execute_file(path: Path) -> None:
         op.execute(part + "$$")
 
 
-def _resolve_install(folder: Path) -> None:
+def _resolve_install(folder: Path | None) -> None:
+    """``folder``'s texts, or this revision's (None)."""
     for name in _RESOLVE_DROPPED:
         _drop(name)
     for name in _RESOLVE_CHANGED:
-        _resolve_execute_file(folder / f"{name}.sql")
+        _resolve_execute_file(function_text(name) if folder is None else folder / f"{name}.sql")
 
 
 def _resolve_upgrade() -> None:
@@ -150,7 +161,7 @@ def _resolve_upgrade() -> None:
             DROP CONSTRAINT pk_confirmation_approvals,
             ADD CONSTRAINT pk_confirmation_approvals
                 PRIMARY KEY (tenant_id, confirmation_id, round, principal_id)""")
-    _resolve_install(_CURRENT)
+    _resolve_install(None)
     op.execute("DROP TRIGGER tr_confirmations_decided ON confirmations")
     op.execute(_RESOLVE_DECIDED)
 
@@ -216,7 +227,7 @@ def _principal_upgrade() -> None:
     op.execute(_PRINCIPAL_BACKFILL)
     for name in _PRINCIPAL_PREVIOUS:
         _drop(name)
-        op.execute((_CURRENT / f"{name}.sql").read_text())
+        op.execute(function_text(name).read_text())
 
 
 def _principal_downgrade() -> None:

@@ -45,16 +45,17 @@ APPROVER = Identity(
 )
 
 
+CLOCK_START = datetime(2026, 1, 5, 9, 30, tzinfo=UTC)
+"""Where a harness's hand clock starts: a fixed moment, nowhere near the wall clock.
+Consent expiry is judged by the database's clock alone (issue 24), so the process's
+clock may say anything; :meth:`Harness.let_time_pass` moves both."""
+
+
 class FakeClock:
-    """A clock the test moves by hand, starting at the wall clock's now.
+    """A clock the test moves by hand, starting at :data:`CLOCK_START` (or ``start``)."""
 
-    It starts where the database's clock is, because the database's clock judges
-    what expires at the moment of use (issue 16): a fake clock fixed in the past
-    would have every confirmation expire once the real date passed it.
-    """
-
-    def __init__(self) -> None:
-        self.moment = datetime.now(UTC).replace(microsecond=0)
+    def __init__(self, start: datetime = CLOCK_START) -> None:
+        self.moment = start
 
     def now(self) -> datetime:
         return self.moment
@@ -248,6 +249,17 @@ class Harness:
         with psycopg.connect(libpq_url(self.url), autocommit=True) as conn:
             cursor = conn.execute(query, params)
             return cursor.fetchall() if cursor.description else []
+
+    def let_time_pass(self, **delta: float) -> None:
+        """``delta`` passes: the hand clock moves on, and so, for every consent of the
+        database, does the database's clock (their times move back by ``delta``, which
+        is what its clock moving on would do to them: expiry is judged by it)."""
+        self.clock.advance(**delta)
+        self.sql(
+            "UPDATE confirmations SET expires_at = expires_at - %s, created_at = created_at - %s,"
+            " renewed_at = renewed_at - %s",
+            *[timedelta(**delta)] * 3,
+        )
 
     def expire_lease(self) -> None:
         """Make this harness's lease expired in the database, as if its ttl passed

@@ -278,6 +278,8 @@ class History:
     bound_key: IdempotencyKey | None = None
     binding_given: bool = False
     owner: str | None = None
+    read_at: datetime | None = NOW
+    """The database's clock as it read the history: expiry is judged by it alone."""
 
     def after(
         self,
@@ -328,6 +330,10 @@ class History:
         """The run is bound to ``principal`` (whoever asks)."""
         return dataclasses.replace(self, owner=principal.principal_id)
 
+    def read(self, at: datetime | None) -> History:
+        """The store read the history when its clock said ``at`` (None: it did not say)."""
+        return dataclasses.replace(self, read_at=at)
+
     def bound_to(self, key: IdempotencyKey | None) -> History:
         """The run's causal id names decision ``key`` (None: no decision yet)."""
         return dataclasses.replace(self, bound_key=key, binding_given=True)
@@ -341,5 +347,6 @@ class History:
             latest=self.latest,
             in_flight=self.in_flight,
             confirmation=self.consent,
+            read_at=self.read_at,
             owner=self.owner,
         )

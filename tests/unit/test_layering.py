@@ -9,6 +9,7 @@ circle a reader has to untangle).
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,7 +120,9 @@ def _nearest(target: str, known: set[str]) -> str | None:
     return target or None
 
 
+@functools.cache
 def graph() -> dict[str, list[Import]]:
+    # Read once per session: every test of this module asks for the same graph.
     found = modules()
     known = set(found)
     return {

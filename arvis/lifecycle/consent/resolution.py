@@ -30,12 +30,11 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from arvis.domain.boundary import EffectBoundary
+from arvis.domain.boundary import RESOLVED_BOUNDARIES, EffectBoundary
 from arvis.domain.clock import Clock
 from arvis.domain.identity import Identity
 from arvis.domain.ids import IdempotencyKey, RunId, TenantId
 from arvis.domain.journal import (
-    RESOLVED_BOUNDARIES,
     ConsentRound,
     Decider,
     ResolutionArtifact,

@@ -9,12 +9,17 @@ and is journaled as a refusal of the decision.
 
 from __future__ import annotations
 
-from arvis.domain.boundary import EffectBoundary
 from arvis.domain.clock import Clock
 from arvis.domain.identity import Identity
 from arvis.domain.ids import ConfirmationId, TenantId
 from arvis.domain.journal import ConsentArtifact, Decider
-from arvis.domain.states import ConfirmationState
+from arvis.domain.states import (
+    WAITING,
+    ConfirmationState,
+    check_confirmation_transition,
+    consent_expired,
+)
+from arvis.lifecycle.entries import consent_end, expiry
 from arvis.lifecycle.errors import (
     AlreadyApproved,
     ApproverNotInGroup,
@@ -23,21 +28,12 @@ from arvis.lifecycle.errors import (
     NotRequester,
     SelfApproval,
 )
-from arvis.lifecycle.ports import (
-    ApprovalStep,
-    ConfirmationChange,
-    ConfirmationRecord,
-    JournalAppend,
-    LifecycleStore,
-)
+from arvis.lifecycle.ports import ApprovalStep, ConfirmationRecord, LifecycleStore
 
-_USABLE = (ConfirmationState.PENDING, ConfirmationState.APPROVED)
 _APPROVED_ALREADY = (ConfirmationState.APPROVED, ConfirmationState.CONSUMED)
 # A quorum's approvals are decided on what was read; a concurrent approval makes the
 # read stale, and the approval is decided again on the fresh one.
 _ROUNDS = 4
-EXPIRY = Decider(principal_id="arvis:expiry", auth_method="system")
-"""Who the journal says expired a confirmation: the database's clock, not a person."""
 WITHDRAWN = "withdrawn by the requester"
 """The reason of a deny by the requester that gave none."""
 
@@ -92,6 +88,8 @@ class ConsentService:
             count = len(current.approvals) + 1
             met = count >= current.quorum
             to = ConfirmationState.APPROVED if met else ConfirmationState.PENDING
+            if met:
+                check_confirmation_transition(current.state, to)
             answer = await self.store.approve(
                 ApprovalStep(
                     confirmation=current,
@@ -143,7 +141,7 @@ class ConsentService:
                 "only the requester of this action may withdraw it; denying it needs "
                 "the approver role"
             )
-        if current.state not in _USABLE:
+        if current.state not in WAITING:
             raise ConfirmationStateConflict(
                 f"confirmation {confirmation_id} is {current.state}; cannot become {to}"
             )
@@ -152,7 +150,14 @@ class ConsentService:
         else:
             self._check_group(approver, current)
         answer = await self.store.journal(
-            self._entry(current, _decider(approver), to, reason, decided_by=_label(approver))
+            consent_end(
+                current,
+                _decider(approver),
+                to,
+                reason,
+                self.clock.now(),
+                decided_by=_label(approver),
+            )
         )
         if answer.status != "appended":
             latest = await self.confirmation(approver.tenant_id, confirmation_id)
@@ -174,7 +179,10 @@ class ConsentService:
         self, approver: Identity, confirmation_id: ConfirmationId
     ) -> ConfirmationRecord:
         current = await self.confirmation(approver.tenant_id, confirmation_id)
-        if current.state in _USABLE and current.expires_at <= self.clock.now():
+        # By the database's clock as it read the record (the one expiry rule).
+        if current.read_at is not None and consent_expired(
+            current.state, current.expires_at, current.read_at
+        ):
             await self._expire(current)
             raise ConfirmationStateConflict(f"confirmation {confirmation_id} has expired")
         return current
@@ -187,53 +195,8 @@ class ConsentService:
             )
 
     async def _expire(self, current: ConfirmationRecord) -> bool:
-        answer = await self.store.journal(
-            self._entry(current, EXPIRY, ConfirmationState.EXPIRED, "expired", decided_by=None)
-        )
+        answer = await self.store.journal(expiry(current, self.clock.now()))
         return answer.status == "appended"
-
-    def _entry(
-        self,
-        current: ConfirmationRecord,
-        decider: Decider,
-        to: ConfirmationState,
-        reason: str | None,
-        *,
-        decided_by: str | None,
-    ) -> JournalAppend:
-        """A decision that ends the consent (denied, expired): the confirmation entry
-        carries PRE_EFFECT_REFUSAL, so the decision reads as refused in the journal and
-        in replay, and an auditor can show it never ran."""
-        return JournalAppend(
-            tenant_id=current.tenant_id,
-            run_id=current.run_id,
-            causal_id=current.causal_id,
-            idempotency_key=current.idempotency_key,
-            attempt=None,
-            intent_id=None,
-            boundary=EffectBoundary.PRE_EFFECT_REFUSAL,
-            retryable=False,
-            artifact=ConsentArtifact(
-                confirmation_id=current.confirmation_id,
-                decision=to,
-                tool=current.tool,
-                requested_by=current.requested_by,
-                decided_by=decider,
-                reason=reason,
-                state=to,
-                approvals=len(current.approvals),
-                quorum=current.quorum,
-            ),
-            recorded_at=self.clock.now(),
-            confirmation=ConfirmationChange(
-                confirmation_id=current.confirmation_id,
-                from_states=_USABLE,
-                to_state=to,
-                strict=True,
-                decided_by=decided_by,
-                reason=reason,
-            ),
-        )
 
     async def confirmation(
         self, tenant_id: TenantId, confirmation_id: ConfirmationId

@@ -11,6 +11,7 @@
 -- as not started of an attempt that used the consent up opens the next one): the
 -- approvals counted, and the distinct approvers, are those of that round; a round
 -- that moved on since is 'stale'.
+-- Revision 0011: the entry goes through arvis_journal's one typed argument.
 CREATE OR REPLACE FUNCTION arvis_approve(
     p_tenant text, p_run text, p_causal text, p_key text, p_confirmation text,
     p_round integer,
@@ -41,9 +42,12 @@ BEGIN
     END IF;
     SELECT j.out_status, j.out_position, j.out_prev_hash, j.out_entry_hash
       INTO out_status, out_position, out_prev_hash, out_entry_hash
-      FROM arvis_journal(p_tenant, p_run, 'confirmation', p_causal, p_key, NULL, NULL, NULL,
-          false, p_body, p_recorded_at, false, false, NULL, NULL, NULL, NULL,
-          p_confirmation, ARRAY['PENDING'], p_to, true, p_decided_by, NULL, NULL) j;
+      FROM arvis_journal(jsonb_populate_record(NULL::arvis_journal_step, jsonb_build_object(
+          'tenant', p_tenant, 'run', p_run, 'kind', 'confirmation', 'causal', p_causal,
+          'idempotency_key', p_key, 'body', p_body, 'recorded_at', p_recorded_at,
+          'confirmation', p_confirmation, 'confirmation_from', ARRAY['PENDING'],
+          'confirmation_to', p_to, 'confirmation_strict', true,
+          'decided_by', p_decided_by))) j;
     IF out_status <> 'appended' THEN
         RETURN;
     END IF;

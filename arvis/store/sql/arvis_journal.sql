@@ -1,53 +1,55 @@
 -- Append one entry to a run's hash chain (DESIGN §5), under the run's lock: the
 -- one writer of the journal, for every kind of entry. Python built the body and
--- decided every state change; this statement applies them together or not at all:
---   p_settle            the entry settles the in-flight attempt (p_key, p_attempt):
---                       its row is deleted first, so two settlers (the owner and a
---                       sweeper) can never both succeed; the entry is the durable
---                       record of the consumed capability from then on
---   p_bind_decision     a refusal of a decision binds the run's causal id to it
---   p_confirmation_to   the confirmation p_confirmation goes there from one of
---                       p_confirmation_from (with who decided, why and when); with
---                       p_confirmation_strict, no such confirmation means 'stale'
---   p_flag              flag the run audit-incomplete with this reason
---   p_release_budgets   with p_settle: give back the budget charges the settled
---                       attempt's row carries (Python decided its effect provably
---                       did not start); once, since the row is deleted once. It
---                       defaults to false, so the callers of revision 0006
---                       (arvis_resolve, arvis_approve) keep their call
+-- decided every state change; this statement applies them together or not at all.
+-- Its one argument (revision 0011) is the typed record arvis_journal_step, which
+-- says what each field does; in short:
+--   settle              the entry settles the in-flight attempt: its row is deleted
+--                       first, so two settlers (the owner and a sweeper) can never
+--                       both succeed; the entry is the durable record of the consumed
+--                       capability from then on. With release_budgets, the budget
+--                       charges the row carries are given back (Python decided its
+--                       effect provably did not start), once, since the row is
+--                       deleted once
+--   bind_tool           a refusal of a decision binds the run's causal id to it
+--   confirmation_to     the confirmation goes there from one of confirmation_from
+--                       (with who decided, why and when); with confirmation_strict,
+--                       no such confirmation means 'stale'
+--   flag                flag the run audit-incomplete with this reason
 -- Answers:
 --   'appended'          out_* describe the new entry
 --   'existing'          the same result of this attempt is journaled already: out_*
 --                       describe that entry (a retried append is idempotent)
 --   'conflict'          this attempt is settled, or journaled with another result
 --   'stale'             an attempt refusal whose attempt number is not the next one,
---                       or a decision on a confirmation no longer in p_confirmation_from
---   'causal_conflict'   p_bind_decision, and the causal id names another decision
---   'identity_mismatch' p_bind_decision, and the run is bound to another principal than
+--                       or a decision on a confirmation no longer in confirmation_from
+--   'causal_conflict'   bind_tool, and the causal id names another decision
+--   'identity_mismatch' bind_tool, and the run is bound to another principal than
 --                       the refusal's (its body's principal_id, revision 0010): nothing
 --                       written
 CREATE OR REPLACE FUNCTION arvis_journal(
-    p_tenant text, p_run text, p_kind text, p_causal text, p_key text, p_attempt integer,
-    p_intent text, p_boundary text, p_retryable boolean, p_body text, p_recorded_at text,
-    p_settle boolean, p_bind_decision boolean, p_plan text, p_tool text, p_digest text,
-    p_payload text,
-    p_confirmation text, p_confirmation_from text[], p_confirmation_to text,
-    p_confirmation_strict boolean, p_decided_by text, p_reason text, p_flag text,
-    p_release_budgets boolean DEFAULT false,
+    p arvis_journal_step,
     OUT out_status text, OUT out_position bigint, OUT out_prev_hash text,
     OUT out_entry_hash text
 ) LANGUAGE plpgsql AS $$
 DECLARE
+    p_tenant text := p.tenant;
+    p_run text := p.run;
+    p_key text := p.idempotency_key;
+    p_attempt integer := p.attempt;
+    p_boundary text := p.boundary;
+    p_body text := p.body;
+    p_recorded_at text := p.recorded_at;
+    p_settle boolean := coalesce(p.settle, false);
     v_bound text;
     v_old record;
     v_length bigint;
     v_budgets jsonb;
     v_charge record;
 BEGIN
-    IF p_bind_decision THEN
+    IF p.bind_tool IS NOT NULL THEN
         SELECT b.out_status INTO v_bound
-          FROM arvis_bind(p_tenant, p_run, p_plan, p_causal, p_key, p_tool, p_digest,
-                          p_payload, p_body::jsonb ->> 'principal_id') b;
+          FROM arvis_bind(p_tenant, p_run, p.bind_plan, p.causal, p_key, p.bind_tool,
+                          p.bind_digest, p.bind_payload, p_body::jsonb ->> 'principal_id') b;
         IF v_bound IN ('causal_conflict', 'identity_mismatch') THEN
             out_status := v_bound;
             RETURN;
@@ -63,7 +65,7 @@ BEGIN
             -- The same append again (a retried statement: same syscall, body and
             -- time) is answered with the entry; anything else under a taken attempt
             -- number is a conflict for a settlement and stale history for a refusal.
-            IF v_old.intent_id IS NOT DISTINCT FROM p_intent
+            IF v_old.intent_id IS NOT DISTINCT FROM p.intent
                AND v_old.boundary IS NOT DISTINCT FROM p_boundary AND v_old.body = p_body
                AND v_old.recorded_at = p_recorded_at::timestamptz THEN
                 out_status := 'existing';
@@ -83,7 +85,7 @@ BEGIN
                 out_status := 'conflict';
                 RETURN;
             END IF;
-            IF p_release_budgets AND v_budgets IS NOT NULL THEN
+            IF coalesce(p.release_budgets, false) AND v_budgets IS NOT NULL THEN
                 -- In the order admission took these rows' locks.
                 FOR v_charge IN
                     SELECT c.budget, c.scope, c.window_start, c.amount
@@ -105,16 +107,16 @@ BEGIN
             RETURN;
         END IF;
     END IF;
-    IF p_confirmation_to IS NOT NULL THEN
+    IF p.confirmation_to IS NOT NULL THEN
         UPDATE confirmations
-           SET state = p_confirmation_to, updated_at = now(),
-               decided_by = coalesce(p_decided_by, decided_by),
-               decision_reason = coalesce(p_reason, decision_reason),
-               decided_at = CASE WHEN p_decided_by IS NULL THEN decided_at
+           SET state = p.confirmation_to, updated_at = now(),
+               decided_by = coalesce(p.decided_by, decided_by),
+               decision_reason = coalesce(p.reason, decision_reason),
+               decided_at = CASE WHEN p.decided_by IS NULL THEN decided_at
                                  ELSE p_recorded_at::timestamptz END
-         WHERE tenant_id = p_tenant AND confirmation_id = p_confirmation
-           AND state = ANY (p_confirmation_from);
-        IF NOT FOUND AND p_confirmation_strict THEN
+         WHERE tenant_id = p_tenant AND confirmation_id = p.confirmation
+           AND state = ANY (p.confirmation_from);
+        IF NOT FOUND AND coalesce(p.confirmation_strict, false) THEN
             out_status := 'stale';
             RETURN;
         END IF;
@@ -125,20 +127,20 @@ BEGIN
         RAISE EXCEPTION 'run % does not exist', p_run USING ERRCODE = 'AR002';
     END IF;
     out_position := v_length + 1;
-    out_entry_hash := arvis_entry_hash(out_prev_hash, p_tenant, p_run, out_position, p_kind,
-        p_causal, p_key, p_attempt, p_intent, p_boundary, p_recorded_at, p_body);
+    out_entry_hash := arvis_entry_hash(out_prev_hash, p_tenant, p_run, out_position, p.kind,
+        p.causal, p_key, p_attempt, p.intent, p_boundary, p_recorded_at, p_body);
     -- The head first: the entry's foreign key then finds the run's row already
     -- written by this transaction and needs no lock of its own (no WAL record).
     UPDATE runs SET journal_length = out_position, journal_head = out_entry_hash,
-           audit_incomplete = audit_incomplete OR p_flag IS NOT NULL,
-           audit_incomplete_reason = CASE WHEN p_flag IS NULL THEN audit_incomplete_reason
-               ELSE coalesce(audit_incomplete_reason || '; ', '') || p_flag END
+           audit_incomplete = audit_incomplete OR p.flag IS NOT NULL,
+           audit_incomplete_reason = CASE WHEN p.flag IS NULL THEN audit_incomplete_reason
+               ELSE coalesce(audit_incomplete_reason || '; ', '') || p.flag END
      WHERE tenant_id = p_tenant AND run_id = p_run;
     INSERT INTO journal_entries (tenant_id, run_id, position, kind, causal_id,
         idempotency_key, attempt, intent_id, boundary, retryable, body, prev_hash,
         entry_hash, recorded_at)
-    VALUES (p_tenant, p_run, out_position, p_kind, p_causal, p_key, p_attempt, p_intent,
-        p_boundary, p_retryable, p_body, out_prev_hash, out_entry_hash,
+    VALUES (p_tenant, p_run, out_position, p.kind, p.causal, p_key, p_attempt, p.intent,
+        p_boundary, coalesce(p.retryable, false), p_body, out_prev_hash, out_entry_hash,
         p_recorded_at::timestamptz);
     out_status := 'appended';
 END

@@ -6,6 +6,10 @@
 -- p_context's; nothing written) or 'causal_conflict'.
 -- Revision 0006 adds p_terms, the approval terms Python froze for this consent
 -- (JSON: approver_groups, quorum, definition_fingerprint, policy_digest).
+-- Revision 0011: a consent's times are the database's (one clock for expiry, issue
+-- 24): it is created at now() and lives p_expires_at - p_created_at (the lifetime
+-- Python decided), so whatever clock the caller's times came from, the statements
+-- that use, list and expire it (expires_at <= now()) judge it by the same clock.
 CREATE OR REPLACE FUNCTION arvis_request_consent(
     p_tenant text, p_run text, p_plan text, p_causal text, p_key text, p_tool text,
     p_digest text, p_confirmation text, p_payload text, p_context text,
@@ -27,8 +31,8 @@ BEGIN
         created_at, updated_at, approver_groups, quorum, definition_fingerprint,
         policy_digest)
     VALUES (p_tenant, p_confirmation, p_run, p_causal, p_key, p_tool, p_digest,
-        p_payload::jsonb, 'PENDING', p_context::jsonb, p_expires_at, p_created_at,
-        p_created_at,
+        p_payload::jsonb, 'PENDING', p_context::jsonb, now() + (p_expires_at - p_created_at),
+        now(), now(),
         ARRAY(SELECT jsonb_array_elements_text(p_terms -> 'approver_groups')),
         (p_terms ->> 'quorum')::integer, p_terms ->> 'definition_fingerprint',
         p_terms ->> 'policy_digest')

@@ -17,6 +17,9 @@
 -- resolver, when the resolution counts as an approval of the new round, else null).
 -- It applies only while the consent is CONSUMED in the round before and the resolved
 -- attempt is still the decision's latest, with none in flight.
+-- Revision 0011: the entry goes through arvis_journal's one typed argument; the new
+-- round opens at the database's now() and lives expires_at - p_recorded_at (one clock
+-- for expiry, issue 24).
 CREATE OR REPLACE FUNCTION arvis_resolve(
     p_tenant text, p_run text, p_causal text, p_key text, p_attempt integer,
     p_uncertain_position bigint, p_boundary text, p_resolved_by text, p_body text,
@@ -62,9 +65,10 @@ BEGIN
     -- `resolutions`, beside the attempt it resolves.
     SELECT j.out_status, j.out_position, j.out_prev_hash, j.out_entry_hash
       INTO out_status, out_position, out_prev_hash, out_entry_hash
-      FROM arvis_journal(p_tenant, p_run, 'resolution', p_causal, p_key, NULL, NULL,
-          p_boundary, false, p_body, p_recorded_at, false, false, NULL, NULL, NULL, NULL,
-          NULL, NULL, NULL, false, NULL, NULL, NULL) j;
+      FROM arvis_journal(jsonb_populate_record(NULL::arvis_journal_step, jsonb_build_object(
+          'tenant', p_tenant, 'run', p_run, 'kind', 'resolution', 'causal', p_causal,
+          'idempotency_key', p_key, 'boundary', p_boundary, 'body', p_body,
+          'recorded_at', p_recorded_at))) j;
     UPDATE resolutions SET position = out_position
      WHERE tenant_id = p_tenant AND idempotency_key = p_key AND attempt = p_attempt;
     IF p_consent IS NULL THEN
@@ -72,8 +76,9 @@ BEGIN
     END IF;
     UPDATE confirmations
        SET state = p_consent ->> 'state', round = v_round,
-           renewed_at = p_recorded_at::timestamptz,
-           expires_at = (p_consent ->> 'expires_at')::timestamptz,
+           renewed_at = now(),
+           expires_at = now() + ((p_consent ->> 'expires_at')::timestamptz
+                                 - p_recorded_at::timestamptz),
            decided_by = p_consent ->> 'decided_by',
            decided_at = CASE WHEN p_consent ->> 'decided_by' IS NULL THEN NULL
                              ELSE p_recorded_at::timestamptz END,

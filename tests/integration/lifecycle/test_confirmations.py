@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.identity import Identity
 from arvis.domain.ids import ConfirmationId, PrincipalId, TenantId
 from arvis.lifecycle.errors import AlreadyApproved, ConfirmationStateConflict, NotFound
-from tests.support.lifecycle import APPROVER, Harness
+from tests.support.lifecycle import APPROVER, FakeClock, Harness, make_harness
 
 
 async def _pending(harness: Harness, causal_id: str = "c") -> str:
@@ -110,7 +112,7 @@ async def test_an_approved_confirmation_may_still_be_denied_before_it_is_used(
 
 async def test_a_confirmation_expires_after_its_time_to_live(harness: Harness) -> None:
     confirmation = await _pending(harness)
-    harness.clock.advance(hours=25)
+    harness.let_time_pass(hours=25)
 
     result = await harness.execute("append", {"line": "hello"}, causal_id="c")
 
@@ -124,7 +126,7 @@ async def test_approving_an_expired_confirmation_fails_and_marks_it_expired(
     harness: Harness,
 ) -> None:
     confirmation = await _pending(harness)
-    harness.clock.advance(hours=25)
+    harness.let_time_pass(hours=25)
     with pytest.raises(ConfirmationStateConflict, match="expired"):
         await harness.approve(confirmation)
     assert harness.confirmation_state(confirmation) == "EXPIRED"
@@ -167,3 +169,65 @@ async def test_pending_confirmations_are_listed_per_tenant(harness: Harness) -> 
     assert mine in [c.confirmation_id for c in listed]
     others = await harness.lifecycle.manager.list_confirmations(TenantId("globex"), None)
     assert others == []
+
+
+def _last_entry(harness: Harness) -> tuple[str, str | None, dict[str, object]]:
+    [(kind, boundary, body)] = harness.sql(
+        "SELECT kind, boundary, body::jsonb FROM journal_entries WHERE run_id = %s"
+        " ORDER BY position DESC LIMIT 1",
+        harness.run_id,
+    )
+    return kind, boundary, body
+
+
+async def test_a_consent_found_lapsed_at_use_is_journaled_as_the_sweep_journals_an_expiry(
+    harness: Harness,
+) -> None:
+    # One journal shape for an expiry (issue 24): found at the moment of use, it is
+    # the consent's end, as the expiry sweep writes it, and the syscall is refused.
+    used = await _pending(harness, causal_id="c-used")
+    await harness.approve(used)
+    swept = await _pending(harness, causal_id="c-swept")
+    harness.let_time_pass(hours=25)
+
+    refused = await harness.execute("append", {"line": "hello"}, causal_id="c-used")
+    at_use = _last_entry(harness)
+    assert await harness.lifecycle.manager.expire_due() >= 1
+    assert harness.confirmation_state(swept) == "EXPIRED"
+    by_sweep = _last_entry(harness)
+
+    assert (refused.outcome, refused.reason, refused.attempt) == (
+        "refused",
+        "confirmation_expired",
+        None,
+    )
+    for (kind, boundary, body), confirmation in ((at_use, used), (by_sweep, swept)):
+        assert (kind, boundary) == ("confirmation", "PRE_EFFECT_REFUSAL")
+        assert body["confirmation_id"] == confirmation
+        assert (body["decision"], body["reason"]) == ("EXPIRED", "expired")
+        assert body["decided_by"] == {
+            "principal_id": "arvis:expiry",
+            "auth_method": "system",
+            "key_id": None,
+        }
+    assert harness.tools["append"].calls == 0
+
+
+async def test_consent_holds_whatever_the_processs_clock_says(database_url: str) -> None:
+    # The process's clock years behind the database's: a consent lives its time to
+    # live by the database's clock, so it is approved and used, not found expired.
+    harness = await make_harness(
+        database_url, clock=FakeClock(datetime(2019, 3, 1, 8, 0, tzinfo=UTC))
+    )
+    try:
+        confirmation = await _pending(harness)
+        await harness.approve(confirmation)
+        result = await harness.execute("append", {"line": "hello"}, causal_id="c")
+        assert (result.outcome, result.boundary) == ("executed", EffectBoundary.EFFECT_COMPLETED)
+        [(lifetime,)] = harness.sql(
+            "SELECT expires_at - created_at FROM confirmations WHERE confirmation_id = %s",
+            confirmation,
+        )
+        assert lifetime == timedelta(hours=24)
+    finally:
+        await harness.close()

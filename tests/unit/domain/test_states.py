@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given
@@ -13,12 +14,17 @@ from arvis.domain.states import (
     ADMISSION_PATH,
     CAPABILITY_TRANSITIONS,
     CONFIRMATION_TRANSITIONS,
+    ROUND_RENEWALS,
+    WAITING,
     CapabilityState,
     ConfirmationState,
     StateTransitionError,
     check_capability_transition,
     check_confirmation_transition,
     check_path,
+    check_round_renewal,
+    confirmation_sources,
+    consent_expired,
     settled_confirmation,
 )
 
@@ -215,3 +221,41 @@ def _walks(draw: st.DrawFn) -> tuple[CapabilityState, ...]:
 @given(_walks())
 def test_any_walk_along_the_table_is_accepted(path: tuple[CapabilityState, ...]) -> None:
     check_path(path)
+
+
+# -- the rules the lifecycle calls (issue 24) -----------------------------------------
+
+AT = datetime(2026, 1, 5, 9, 30, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("state", list(ConfirmationState))
+def test_only_a_waiting_consent_expires_and_the_moment_itself_is_too_late(
+    state: ConfirmationState,
+) -> None:
+    waiting = state in (Conf.PENDING, Conf.APPROVED)
+    assert consent_expired(state, AT, AT) is waiting
+    assert consent_expired(state, AT - timedelta(microseconds=1), AT) is waiting
+    assert consent_expired(state, AT + timedelta(microseconds=1), AT) is False
+
+
+def test_the_waiting_states_are_those_a_consent_can_expire_from() -> None:
+    assert WAITING == (Conf.PENDING, Conf.APPROVED)
+    assert confirmation_sources(Conf.EXPIRED) == WAITING
+    assert confirmation_sources(Conf.DENIED) == WAITING
+    assert confirmation_sources(Conf.RESERVED) == (Conf.APPROVED,)
+
+
+def test_a_new_round_opens_only_from_a_used_up_consent() -> None:
+    assert {Conf.CONSUMED: frozenset({Conf.PENDING, Conf.APPROVED})} == ROUND_RENEWALS
+    for current in ConfirmationState:
+        for to in ConfirmationState:
+            if current is Conf.CONSUMED and to in (Conf.PENDING, Conf.APPROVED):
+                check_round_renewal(current, to)
+            else:
+                with pytest.raises(StateTransitionError):
+                    check_round_renewal(current, to)
+
+
+def test_a_settled_attempts_consent_goes_where_the_table_allows() -> None:
+    for boundary in EffectBoundary:
+        check_confirmation_transition(Conf.RESERVED, settled_confirmation(boundary))

@@ -51,6 +51,7 @@ from tests.support.rules import (
     ROTATE,
     SEND,
     SHELL,
+    FixedClock,
     History,
     authorization,
     request,
@@ -281,6 +282,28 @@ def test_consent_that_expired_only_now_is_refused_and_marked_expired(
     history = History(req).with_consent(state, expires_at=NOW + expires_in)
     step = refused(decide(req, history), DenialReason.CONFIRMATION_EXPIRED, 1)
     assert step.expire == history.consent
+
+
+@pytest.mark.parametrize("process_clock_ahead_by", [timedelta(days=400), timedelta(days=-400)])
+def test_consent_expiry_is_judged_by_the_databases_clock_alone(
+    process_clock_ahead_by: timedelta,
+) -> None:
+    # One clock (issue 24): the process's clock may say anything; a consent the
+    # database says is live at the read is live, one it says has lapsed has lapsed.
+    service = authorization(FixedClock(NOW + process_clock_ahead_by))
+    req = request(SEND)
+    live = History(req).with_consent(S.APPROVED, expires_at=NOW + timedelta(seconds=1))
+    assert proceeds(service.decide(req, live.build()), req, 1).reserve is True
+    lapsed = History(req).with_consent(S.APPROVED, expires_at=NOW - timedelta(seconds=1))
+    refused(service.decide(req, lapsed.build()), DenialReason.CONFIRMATION_EXPIRED, 1)
+
+
+def test_a_history_read_without_the_databases_clock_leaves_expiry_to_the_store() -> None:
+    # The admitting statement re-checks expiry by the database's clock ('stale'), and
+    # the history read again carries that clock: nothing is judged by the process's.
+    req = request(SEND)
+    history = History(req).with_consent(S.APPROVED, expires_at=NOW - timedelta(days=1))
+    assert proceeds(decide(req, history.read(None)), req, 1).reserve is True
 
 
 @pytest.mark.parametrize(

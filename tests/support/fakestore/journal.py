@@ -1,0 +1,134 @@
+"""The tail of ``arvis_journal`` every appending step shares: place the entry at the
+run's head, hash it into the chain, flag the run, and do what the entry triggers do
+(an open ``resolutions`` row for an attempt journaled uncertain, an outbox event)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+
+from arvis.domain.errors import IntegrityConflict
+from arvis.domain.ids import RunId, TenantId
+from arvis.domain.journal import (
+    ConsentArtifact,
+    ExecutionArtifact,
+    JournalArtifact,
+    RecoveryArtifact,
+    RefusalArtifact,
+    ResolutionArtifact,
+)
+from arvis.lifecycle.journal import chain_hash
+from arvis.lifecycle.ports import JournalEntry
+from tests.support.fakestore.tables import ResolutionRow, StoredEntry, Tables
+
+# The boundaries an entry trigger treats as uncertain (revision 0006).
+UNCERTAIN = ("EFFECT_STARTED", "EFFECT_STATE_UNKNOWN")
+
+_KINDS: tuple[tuple[type[JournalArtifact], str], ...] = (
+    (ExecutionArtifact, "execution"),
+    (RefusalArtifact, "refusal"),
+    (RecoveryArtifact, "recovery"),
+    (ConsentArtifact, "confirmation"),
+    (ResolutionArtifact, "resolution"),
+)
+
+
+class Refused(Exception):
+    """A step that raises inside the server function: nothing it did is kept."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+def kind_of(artifact: JournalArtifact) -> str:
+    for model, kind in _KINDS:
+        if isinstance(artifact, model):
+            return kind
+    raise TypeError(f"no journal kind for {type(artifact).__name__}")
+
+
+def stamp(moment: datetime) -> str:
+    """The recorded time as the chain hashes it (and timestamptz keeps it)."""
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+@dataclass(frozen=True, slots=True)
+class Append:
+    tenant: str
+    run: str
+    kind: str
+    causal: str
+    key: str
+    attempt: int | None
+    intent: str | None
+    boundary: str | None
+    retryable: bool
+    body_text: str
+    recorded: str
+    flag: str | None
+
+
+def append_entry(now: datetime, t: Tables, a: Append) -> JournalEntry:
+    """Place ``a`` at the run's head; ``now`` is the database's clock."""
+    run = t.runs.get((a.tenant, a.run))
+    if run is None:
+        raise Refused(IntegrityConflict(f"run {a.run} does not exist", None))
+    position = run.journal_length + 1
+    entry_hash = chain_hash(
+        prev_hash=run.journal_head,
+        tenant_id=a.tenant,
+        run_id=a.run,
+        position=position,
+        kind=a.kind,
+        causal_id=a.causal,
+        idempotency_key=a.key,
+        attempt=a.attempt,
+        intent_id=a.intent,
+        boundary=a.boundary,
+        recorded_at=a.recorded,
+        body_text=a.body_text,
+    )
+    reason = run.audit_incomplete_reason
+    if a.flag is not None:
+        reason = a.flag if reason is None else f"{reason}; {a.flag}"
+    t.runs[(a.tenant, a.run)] = replace(
+        run,
+        journal_length=position,
+        journal_head=entry_hash,
+        audit_incomplete=run.audit_incomplete or a.flag is not None,
+        audit_incomplete_reason=reason,
+    )
+    entry = JournalEntry(
+        tenant_id=TenantId(a.tenant),
+        run_id=RunId(a.run),
+        position=position,
+        kind=a.kind,
+        causal_id=a.causal,
+        idempotency_key=a.key,
+        attempt=a.attempt,
+        intent_id=a.intent,
+        boundary=a.boundary,
+        body_text=a.body_text,
+        prev_hash=run.journal_head,
+        entry_hash=entry_hash,
+        recorded_at=datetime.fromisoformat(a.recorded),
+    )
+    t.entries[(a.tenant, a.run, position)] = StoredEntry(entry, a.retryable)
+    if a.attempt is not None:
+        t.by_attempt[(a.tenant, a.key, a.attempt)] = (a.tenant, a.run, position)
+        t.last_attempt[(a.tenant, a.key)] = max(t.last_attempt.get((a.tenant, a.key), 0), a.attempt)
+    if a.kind == "resolution":
+        t.events = (*t.events, ("effect.resolved", f"{a.run}:{position}"))
+    elif a.boundary in UNCERTAIN:
+        if a.attempt is not None:
+            t.resolutions.setdefault(
+                (a.tenant, a.key, a.attempt),
+                ResolutionRow(
+                    run_id=a.run,
+                    causal_id=a.causal,
+                    uncertain_position=position,
+                    next_ask_at=now,
+                ),
+            )
+        t.events = (*t.events, ("effect.uncertain", f"{a.run}:{position}"))
+    return entry
