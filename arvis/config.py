@@ -8,8 +8,6 @@ module stays ignorant of tools, policies and providers.
 
 from __future__ import annotations
 
-import importlib
-import re
 import tomllib
 from enum import StrEnum
 from pathlib import Path
@@ -19,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from arvis.domain.errors import ConfigurationError
+from arvis.domain.loading import is_attribute_spec, load_attribute
 
 
 class Environment(StrEnum):
@@ -154,24 +153,10 @@ def load_file_config(settings: Settings) -> FileConfig:
         raise ConfigurationError(f"{path}: [{where}] {first['msg']}") from None
 
 
-OBJECT_SPEC = re.compile(
-    r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_.]*$"
-)
-
-
 def load_object(spec: str, section: str) -> Any:
     """Import ``package.module:attr`` named in ``arvis.toml`` — exactly that, nothing
     scanned. A bad spec, a failed import or a missing attribute stops start-up with
     one line naming the section."""
-    if not OBJECT_SPEC.fullmatch(spec):
+    if not is_attribute_spec(spec):
         raise ConfigurationError(f"[{section}] {spec!r} must be 'package.module:attribute'")
-    module_name, _, attribute = spec.partition(":")
-    try:
-        target: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigurationError(f"[{section}] {spec!r}: cannot import: {exc}") from exc
-    for part in attribute.split("."):
-        target = getattr(target, part, None)
-    if target is None:
-        raise ConfigurationError(f"[{section}] {spec!r}: no {attribute!r} there")
-    return target
+    return load_attribute(spec, f"[{section}] {spec!r}")

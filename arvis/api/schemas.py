@@ -3,27 +3,20 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from arvis.domain import wire
+from arvis.domain.wire import ConfirmationState as ConfirmationState
 from arvis.lifecycle.results import SyscallResult
-
-ConfirmationState = Literal["PENDING", "APPROVED", "RESERVED", "CONSUMED", "DENIED", "EXPIRED"]
 
 
 class _Out(BaseModel):
     model_config = ConfigDict(frozen=True)
 
 
-class ToolOut(_Out):
-    name: str
-    description: str
-    input_schema: dict[str, Any]
-    effect: str
-    replay_safety: str
-    capabilities: list[str]
-    fingerprint: str
+class ToolOut(wire.ToolInfo):
+    """One definition of the current plan."""
 
 
 class ToolsOut(_Out):
@@ -32,18 +25,8 @@ class ToolsOut(_Out):
     tools: list[ToolOut]
 
 
-class JournalEntryOut(_Out):
-    position: int
-    kind: str
-    causal_id: str
-    idempotency_key: str
-    attempt: int | None
-    intent_id: str | None
-    boundary: str | None
-    body: dict[str, Any]
-    prev_hash: str
-    entry_hash: str
-    recorded_at: datetime
+class JournalEntryOut(wire.JournalEntry):
+    """One link of a run's hash chain."""
 
 
 class JournalPage(_Out):
@@ -53,28 +36,8 @@ class JournalPage(_Out):
     """Pass as ``after`` for the next page; null on the last page."""
 
 
-class VerifyOut(_Out):
-    ok: bool
-    entries: int
-    """Entries that verified before the first break (all of them when ``ok``)."""
-    broken_at: int | None
-    """The first position where the chain breaks, or null."""
-    reason: str | None = None
-    checkpoints: int | None = None
-    """Signed checkpoints checked and held; null when the deployment has no public key
-    configured (then none are checked)."""
-    rewritten_before: int | None = None
-    """A signed checkpoint disagrees with the chain: the run was rewritten before this
-    position, even if every hash links."""
-    unsigned: int | None = None
-    """Entries after the last signed checkpoint (the witness covers them); null when the
-    deployment has no public key configured."""
-    witness: str | None = None
-    """The first disagreement with the deployment's file witness, or null (none found,
-    or no witness that can be read back)."""
-    flagged: str | None = None
-    """The run's evidence was found broken before (by the checkpointer, a verify, a
-    replay or a deduplicated answer), and what was found; null: never."""
+class VerifyOut(wire.Verification):
+    """The chain recomputed, its checkpoints and its witness checked."""
 
 
 class ReplayOut(_Out):
@@ -96,19 +59,9 @@ class ApprovalOut(_Out):
     journal_position: int
 
 
-class ConfirmationOut(_Out):
-    id: str
-    state: ConfirmationState
-    run_id: str
-    causal_id: str
-    idempotency_key: str
-    tool: str
-    payload: Any
-    """The frozen payload the approver consents to."""
-    decided_by: str | None
-    reason: str | None
-    expires_at: datetime
-    created_at: datetime
+class ConfirmationOut(wire.Confirmation):
+    """A consent request with its terms and the approvals of its current round."""
+
     approvers: list[str] = Field(default_factory=list)
     """Approver groups one of which an approving key must hold (empty: any approver)."""
     quorum: int = 1

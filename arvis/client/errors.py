@@ -58,41 +58,35 @@ __all__ = [
 ]
 
 
-class ArvisClientError(ArvisError):
+class ArvisClientError(ArvisError, code="client_error"):
     """Base of everything the ARVIS client raises."""
 
-    code = "client_error"
     retryable: ClassVar[bool] = False
     """Whether re-posting the identical request may get a different answer."""
 
+    def __init_subclass__(cls, *, retryable: bool | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if retryable is not None:
+            cls.retryable = retryable
 
-class TransportError(ArvisClientError):
+
+class TransportError(ArvisClientError, code="transport_error"):
     """No HTTP answer came back. The httpx error is ``__cause__``."""
 
-    code = "transport_error"
 
-
-class ConnectFailed(TransportError):
+class ConnectFailed(TransportError, code="connect_failed", retryable=True):
     """The connection was never made: the request did not reach ARVIS."""
 
-    code = "connect_failed"
-    retryable = True
 
-
-class AnswerLost(TransportError):
+class AnswerLost(TransportError, code="answer_lost", retryable=True):
     """The request may have reached ARVIS, but its answer did not come back (a timeout, a
     reset connection). What happened is unknown here; re-posting the same syscall learns it."""
 
-    code = "answer_lost"
-    retryable = True
 
-
-class UnexpectedAnswer(ArvisClientError):
+class UnexpectedAnswer(ArvisClientError, code="unexpected_answer"):
     """An HTTP answer that is not ARVIS's wire format (say, a proxy's HTML error page, or a
     body this client cannot read). 502, 503 and 504 from something in between are
     retryable."""
-
-    code = "unexpected_answer"
 
     def __init__(self, status: int, reason: str) -> None:
         super().__init__(f"HTTP {status}: {reason}")
@@ -104,14 +98,12 @@ class UnexpectedAnswer(ArvisClientError):
         return self.status in (502, 503, 504)
 
 
-class RetryExhausted(ArvisClientError):
+class RetryExhausted(ArvisClientError, code="retry_exhausted"):
     """The retry budget ran out. ``last`` is the final error (also ``__cause__``).
 
     ``outcome_unknown`` is True when some attempt may have been admitted and its answer
     never arrived: ARVIS may have run it. Re-post the identical syscall later to learn
     what happened; never decide again under a new causal id."""
-
-    code = "retry_exhausted"
 
     def __init__(
         self, last: ArvisClientError, *, attempts: int, elapsed_s: float, outcome_unknown: bool
@@ -126,11 +118,9 @@ class RetryExhausted(ArvisClientError):
         self.outcome_unknown = outcome_unknown
 
 
-class ArvisProblem(ArvisClientError):
+class ArvisProblem(ArvisClientError, code="problem"):
     """An RFC 9457 problem answer. ``code`` is the stable code (docs/http.md); ``status``,
     ``title`` and ``detail`` come from the answer, ``body`` is the whole problem."""
-
-    code = "problem"
 
     def __init__(self, status: int, body: dict[str, Any]) -> None:
         detail = str(body.get("detail") or body.get("title") or self.code)
@@ -141,63 +131,44 @@ class ArvisProblem(ArvisClientError):
         self.body = body
 
 
-class Unauthenticated(ArvisProblem):
+class Unauthenticated(ArvisProblem, code="unauthenticated"):
     """No usable API key: missing, malformed, unknown, wrong or revoked."""
 
-    code = "unauthenticated"
 
-
-class ForbiddenRole(ArvisProblem):
+class ForbiddenRole(ArvisProblem, code="forbidden_role"):
     """The key lacks the route's role."""
 
-    code = "forbidden_role"
 
-
-class SelfApproval(ArvisProblem):
+class SelfApproval(ArvisProblem, code="self_approval"):
     """An approver tried to approve their own request (four eyes)."""
 
-    code = "self_approval"
 
-
-class NotFound(ArvisProblem):
+class NotFound(ArvisProblem, code="not_found"):
     """No such run or confirmation in this key's tenant (another tenant's is 404 too)."""
 
-    code = "not_found"
 
-
-class Conflict(ArvisProblem):
+class Conflict(ArvisProblem, code="conflict"):
     """The confirmation is not in a state that allows this (already decided, expired)."""
 
-    code = "conflict"
 
-
-class AlreadyApproved(Conflict):
+class AlreadyApproved(Conflict, code="already_approved"):
     """This principal has approved the confirmation already. Also the answer to an
     approval re-sent after its answer was lost: the first approval stands."""
 
-    code = "already_approved"
 
-
-class AttemptInFlight(ArvisProblem):
+class AttemptInFlight(ArvisProblem, code="attempt_in_flight", retryable=True):
     """An attempt of the same decision is running; its outcome is not known yet.
     Re-posting later gets its recorded result."""
 
-    code = "attempt_in_flight"
-    retryable = True
 
-
-class CausalIdConflict(ArvisProblem):
+class CausalIdConflict(ArvisProblem, code="causal_id_conflict"):
     """The causal id already names another decision of the run (another tool or payload).
     A corrected decision needs a new causal id."""
 
-    code = "causal_id_conflict"
 
-
-class ChainBroken(ArvisProblem):
+class ChainBroken(ArvisProblem, code="chain_broken"):
     """The run's journal does not verify; nothing was replayed. ``broken_at`` names the
     first position that breaks."""
-
-    code = "chain_broken"
 
     def __init__(self, status: int, body: dict[str, Any]) -> None:
         super().__init__(status, body)
@@ -205,22 +176,16 @@ class ChainBroken(ArvisProblem):
         self.broken_at: int | None = broken_at if isinstance(broken_at, int) else None
 
 
-class InternalError(ArvisProblem):
+class InternalError(ArvisProblem, code="internal_error"):
     """A bug in ARVIS; the answer never carries the cause."""
 
-    code = "internal_error"
 
-
-class InvalidRequest(ArvisProblem):
+class InvalidRequest(ArvisProblem, code="invalid_request"):
     """The request itself is wrong; the same request will be refused again."""
 
-    code = "invalid_request"
 
-
-class ValidationFailed(InvalidRequest):
+class ValidationFailed(InvalidRequest, code="validation_error"):
     """The body or a parameter does not match the schema; ``errors`` says where."""
-
-    code = "validation_error"
 
     def __init__(self, status: int, body: dict[str, Any]) -> None:
         super().__init__(status, body)
@@ -230,55 +195,46 @@ class ValidationFailed(InvalidRequest):
         )
 
 
-class PayloadInvalid(InvalidRequest):
+class PayloadInvalid(InvalidRequest, code="payload_invalid"):
     """The payload is not plain JSON (NaN, too deep, too large)."""
 
-    code = "payload_invalid"
+
+class MalformedBody(InvalidRequest, code="malformed_body"):
+    """The body is not JSON."""
 
 
-class MalformedBody(InvalidRequest):
-    code = "malformed_body"
+class BodyTooLarge(InvalidRequest, code="body_too_large"):
+    """The body is larger than the server takes."""
 
 
-class BodyTooLarge(InvalidRequest):
-    code = "body_too_large"
+class UnsupportedMediaType(InvalidRequest, code="unsupported_media_type"):
+    """The body is not ``application/json``."""
 
 
-class UnsupportedMediaType(InvalidRequest):
-    code = "unsupported_media_type"
-
-
-class ServiceUnavailable(ArvisProblem):
+class ServiceUnavailable(ArvisProblem, code="service_unavailable", retryable=True):
     """ARVIS cannot answer right now; nothing ran (except after ``request_timeout``, where
     an admitted call runs on). Re-posting the identical request is safe."""
 
-    code = "service_unavailable"
-    retryable = True
+
+class StoreUnavailable(ServiceUnavailable, code="store_unavailable"):
+    """The server's database cannot be reached right now."""
 
 
-class StoreUnavailable(ServiceUnavailable):
-    code = "store_unavailable"
-
-
-class ShuttingDown(ServiceUnavailable):
+class ShuttingDown(ServiceUnavailable, code="shutting_down"):
     """This instance is stopping; another one (or this one, restarted) will answer."""
 
-    code = "shutting_down"
 
-
-class RequestTimeout(ServiceUnavailable):
+class RequestTimeout(ServiceUnavailable, code="request_timeout"):
     """No answer within the server's deadline. The call is not cancelled: an admitted
     syscall runs on and is journaled; re-post it to learn its outcome."""
 
-    code = "request_timeout"
+
+class AuditUnavailable(ServiceUnavailable, code="audit_unavailable"):
+    """The server's audit sink failed; nothing ran."""
 
 
-class AuditUnavailable(ServiceUnavailable):
-    code = "audit_unavailable"
-
-
-class SerializationConflict(ServiceUnavailable):
-    code = "serialization_conflict"
+class SerializationConflict(ServiceUnavailable, code="serialization_conflict"):
+    """Two writes collided on the server; nothing was recorded."""
 
 
 _KNOWN: dict[str, type[ArvisProblem]] = {

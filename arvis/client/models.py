@@ -10,11 +10,13 @@ boundary), fails validation and surfaces as
 
 from __future__ import annotations
 
-from datetime import datetime
-from enum import StrEnum
 from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
+
+from arvis.domain import wire
+from arvis.domain.boundary import EffectBoundary
+from arvis.domain.wire import ConfirmationState
 
 __all__ = [
     "Answer",
@@ -41,26 +43,8 @@ class _Wire(BaseModel):
     model_config = ConfigDict(frozen=True, extra="allow")
 
 
-class Boundary(StrEnum):
-    """How far an effect got (DESIGN §1). Every recorded result carries exactly one."""
-
-    PRE_EFFECT_REFUSAL = "PRE_EFFECT_REFUSAL"
-    """Refused at admission; nothing was minted or run."""
-    EFFECT_NOT_STARTED = "EFFECT_NOT_STARTED"
-    """Dispatched, but the effect provably did not start."""
-    EFFECT_STARTED = "EFFECT_STARTED"
-    """The effect started; its end was not observed."""
-    EFFECT_COMPLETED = "EFFECT_COMPLETED"
-    """The tool returned a result (a problem result is still a completed outcome)."""
-    EFFECT_FAILED = "EFFECT_FAILED"
-    """The effect started and the tool reported a typed failure."""
-    EFFECT_STATE_UNKNOWN = "EFFECT_STATE_UNKNOWN"
-    """Nobody can say whether the effect happened."""
-
-    @property
-    def uncertain(self) -> bool:
-        """True when the effect may or may not have happened: never retry it blindly."""
-        return self in (Boundary.EFFECT_STARTED, Boundary.EFFECT_STATE_UNKNOWN)
+Boundary = EffectBoundary
+"""How far an effect got (DESIGN §1); ``uncertain`` says whether it may have happened."""
 
 
 class Receipt(_Wire):
@@ -145,16 +129,8 @@ Answer: TypeAlias = Annotated[
 ANSWER: TypeAdapter[Executed | Deduplicated | Refused | ConfirmationRequired] = TypeAdapter(Answer)
 
 
-class ToolInfo(_Wire):
+class ToolInfo(_Wire, wire.ToolInfo):
     """One definition of the current plan."""
-
-    name: str
-    description: str
-    input_schema: dict[str, Any]
-    effect: Literal["read_only", "mutating"]
-    replay_safety: Literal["safe", "idempotent", "unsafe"]
-    capabilities: list[str]
-    fingerprint: str
 
 
 class ToolPlan(_Wire):
@@ -164,21 +140,8 @@ class ToolPlan(_Wire):
     tools: list[ToolInfo]
 
 
-class JournalEntry(_Wire):
+class JournalEntry(_Wire, wire.JournalEntry):
     """One link of a run's hash chain."""
-
-    position: int
-    kind: str
-    """``execution``, ``refusal``, ``recovery`` or ``confirmation``."""
-    causal_id: str
-    idempotency_key: str
-    attempt: int | None
-    intent_id: str | None
-    boundary: Boundary | None
-    body: dict[str, Any]
-    prev_hash: str
-    entry_hash: str
-    recorded_at: datetime
 
 
 class JournalPage(_Wire):
@@ -189,25 +152,8 @@ class JournalPage(_Wire):
     next_after: int | None
 
 
-class Verification(_Wire):
+class Verification(_Wire, wire.Verification):
     """``GET /v1/runs/{id}/verify``: the chain recomputed."""
-
-    ok: bool
-    entries: int
-    """Entries that verified before the first break (all of them when ``ok``)."""
-    broken_at: int | None
-    """The first position where the chain breaks, or null."""
-    reason: str | None = None
-    checkpoints: int | None = None
-    """Signed checkpoints that held; null when the server has no public key configured."""
-    rewritten_before: int | None = None
-    """A signed checkpoint disagrees: the run was rewritten before this position."""
-    unsigned: int | None = None
-    """Entries after the last signed checkpoint; null without a public key."""
-    witness: str | None = None
-    """The first disagreement with the server's file witness, or null."""
-    flagged: str | None = None
-    """The run's evidence was found broken before, and what was found; null: never."""
 
 
 class ReplayPage(_Wire):
@@ -218,25 +164,8 @@ class ReplayPage(_Wire):
     next_after: int | None = None
 
 
-ConfirmationState: TypeAlias = Literal[
-    "PENDING", "APPROVED", "RESERVED", "CONSUMED", "DENIED", "EXPIRED"
-]
-
-
-class Confirmation(_Wire):
+class Confirmation(_Wire, wire.Confirmation):
     """A consent request, as an approver sees it (the frozen payload included)."""
-
-    id: str
-    state: ConfirmationState
-    run_id: str
-    causal_id: str
-    idempotency_key: str
-    tool: str
-    payload: Any
-    decided_by: str | None
-    reason: str | None
-    expires_at: datetime
-    created_at: datetime
 
 
 class ConfirmationPage(_Wire):

@@ -31,12 +31,13 @@ from datetime import datetime
 from typing import Any, cast
 
 from arvis.domain.canonical import canonical_bytes, sha256_hex
-from arvis.domain.checkpoints import Checkpoint, check_checkpoints, public_key_id, signed_text
+from arvis.domain.checkpoints import Checkpoint, public_key_id, signed_text
 from arvis.domain.definitions import ToolDefinition
 from arvis.domain.errors import ArvisError
 from arvis.domain.ids import PlanId, RunId, TenantId
 from arvis.evidence.keys import PublicKey, SigningKeyError
 from arvis.lifecycle.evidence.crosscheck import ChainFacts, cross_check
+from arvis.lifecycle.evidence.verify import checkpoints_hold
 from arvis.lifecycle.journal import VERIFY_PAGE, recorded_text, walk
 from arvis.lifecycle.ports import LifecycleReads
 from arvis.lifecycle.records import ChainRow, RunRecord
@@ -264,15 +265,7 @@ async def verify_bundle(
         return report("the bundle has checkpoints and no key to check them with")
     checked, last = 0, None
     if key is not None:
-        held = check_checkpoints(
-            checkpoints,
-            tenant_id=tenant_id,
-            run_id=run_id,
-            hashes=facts.hashes,
-            length=chain.entries,
-            key_id=key.key_id,
-            signature_ok=key.verifies,
-        )
+        held = checkpoints_hold(checkpoints, tenant_id, run_id, chain, facts, key)
         if not held.ok:
             return report(held.problem, checked=held.checked, broken_at=held.rewritten_before)
         checked = held.checked

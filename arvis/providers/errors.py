@@ -8,7 +8,7 @@ model call may succeed (the adapter itself never retries once a stream exists).
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from arvis.domain.errors import ArvisError
 
@@ -43,6 +43,17 @@ class ProviderError(ArvisError):
     retryable: ClassVar[bool] = False
     """Whether repeating the whole model call (a new stream) may succeed."""
 
+    def __init_subclass__(
+        cls,
+        *,
+        code: ProviderErrorCode | None = None,
+        retryable: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init_subclass__(code=code, **kwargs)
+        if retryable is not None:
+            cls.retryable = retryable
+
     def __init__(
         self,
         message: str,
@@ -69,126 +80,83 @@ class ProviderError(ArvisError):
 # Start-up and transport failures.
 
 
-class ProviderAuthFailed(ProviderError):
+class ProviderAuthFailed(ProviderError, code="provider_auth_failed"):
     """The provider refused the credentials (HTTP 401/403)."""
 
-    code = "provider_auth_failed"
 
-
-class ProviderRateLimited(ProviderError):
+class ProviderRateLimited(ProviderError, code="provider_rate_limited", retryable=True):
     """The provider asked us to slow down (HTTP 429)."""
 
-    code = "provider_rate_limited"
-    retryable = True
 
-
-class ProviderUnavailable(ProviderError):
+class ProviderUnavailable(ProviderError, code="provider_unavailable", retryable=True):
     """The provider could not be reached or failed on its side (5xx, connection)."""
 
-    code = "provider_unavailable"
-    retryable = True
 
-
-class ProviderRequestRejected(ProviderError):
+class ProviderRequestRejected(ProviderError, code="provider_request_rejected"):
     """The provider rejected the request itself (another 4xx); repeating will not help."""
 
-    code = "provider_request_rejected"
 
-
-class ProviderTimeout(ProviderError):
+class ProviderTimeout(ProviderError, code="provider_timeout", retryable=True):
     """A receive or the start-up call ran past its deadline."""
-
-    code = "provider_timeout"
-    retryable = True
 
 
 # What the stream said.
 
 
-class ProviderStreamError(ProviderError):
+class ProviderStreamError(ProviderError, code="provider_stream_error", retryable=True):
     """The stream carried an ``error`` event."""
 
-    code = "provider_stream_error"
-    retryable = True
 
-
-class ProviderResponseFailed(ProviderError):
+class ProviderResponseFailed(ProviderError, code="provider_response_failed"):
     """The response ended in ``response.failed``."""
 
-    code = "provider_response_failed"
 
-
-class ProviderResponseIncomplete(ProviderError):
+class ProviderResponseIncomplete(ProviderError, code="provider_response_incomplete"):
     """The response ended in ``response.incomplete`` (e.g. the output token limit)."""
 
-    code = "provider_response_incomplete"
 
-
-class ProviderStreamTruncated(ProviderError):
+class ProviderStreamTruncated(ProviderError, code="provider_stream_truncated", retryable=True):
     """The stream ended without ``response.completed``."""
 
-    code = "provider_stream_truncated"
-    retryable = True
 
-
-class ProviderProtocolViolation(ProviderError):
+class ProviderProtocolViolation(ProviderError, code="provider_protocol_violation"):
     """An event ARVIS does not know, a malformed event, or events out of order."""
 
-    code = "provider_protocol_violation"
 
-
-class ProviderUnknownTool(ProviderError):
+class ProviderUnknownTool(ProviderError, code="provider_unknown_tool"):
     """The model called a tool the request did not offer."""
 
-    code = "provider_unknown_tool"
 
-
-class ProviderHostedToolOutput(ProviderError):
+class ProviderHostedToolOutput(ProviderError, code="provider_hosted_tool_output"):
     """The output holds a provider-executed (hosted) tool item or an unknown item type."""
 
-    code = "provider_hosted_tool_output"
 
-
-class ProviderArgumentsInvalid(ProviderError):
+class ProviderArgumentsInvalid(ProviderError, code="provider_arguments_invalid"):
     """A call's arguments are not a plain JSON object."""
 
-    code = "provider_arguments_invalid"
 
-
-class ProviderArgumentsSchemaViolation(ProviderError):
+class ProviderArgumentsSchemaViolation(ProviderError, code="provider_arguments_schema_violation"):
     """A call's arguments violate the tool's input schema."""
 
-    code = "provider_arguments_schema_violation"
 
-
-class ProviderDuplicateCallId(ProviderError):
+class ProviderDuplicateCallId(ProviderError, code="provider_duplicate_call_id"):
     """Two calls of one response share a call id (one causal id names one decision)."""
 
-    code = "provider_duplicate_call_id"
 
-
-class ProviderStreamMismatch(ProviderError):
+class ProviderStreamMismatch(ProviderError, code="provider_stream_mismatch"):
     """Streamed deltas disagree with the final arguments or the final text."""
 
-    code = "provider_stream_mismatch"
 
-
-class ProviderLimitExceeded(ProviderError):
+class ProviderLimitExceeded(ProviderError, code="provider_limit_exceeded"):
     """A request limit (events, output items, argument or text bytes) was exceeded."""
-
-    code = "provider_limit_exceeded"
 
 
 # Misuse of a stream.
 
 
-class ProviderConcurrentReceive(ProviderError):
+class ProviderConcurrentReceive(ProviderError, code="provider_concurrent_receive"):
     """A second receive was attempted while one was waiting."""
 
-    code = "provider_concurrent_receive"
 
-
-class ProviderStreamClosed(ProviderError):
+class ProviderStreamClosed(ProviderError, code="provider_stream_closed"):
     """The stream was closed by ``aclose()``; it yields nothing more."""
-
-    code = "provider_stream_closed"

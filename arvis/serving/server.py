@@ -103,7 +103,16 @@ class _HeadGuard(asyncio.Protocol):
     flow: FlowControl
     cycle: Any
 
-    def _guard(self, config: uvicorn.Config) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        server_state: ServerState,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        # The next class in the bases is the uvicorn protocol, which takes these.
+        uvicorn_protocol: Any = super()
+        uvicorn_protocol.__init__(config, server_state, app_state, _loop)
         self.limits = config.limits if isinstance(config, ServerConfig) else ConnectionLimits()
         self._head_bytes = 0
         self._head_timer: asyncio.TimerHandle | None = None
@@ -285,16 +294,6 @@ class _HeadGuard(asyncio.Protocol):
 class BoundedH11Protocol(_HeadGuard, H11Protocol):
     """uvicorn's h11 protocol, bounded (used when httptools is not installed)."""
 
-    def __init__(
-        self,
-        config: uvicorn.Config,
-        server_state: ServerState,
-        app_state: dict[str, Any],
-        _loop: asyncio.AbstractEventLoop | None = None,
-    ) -> None:
-        super().__init__(config, server_state, app_state, _loop)
-        self._guard(config)
-
     def _awaiting_head(self) -> bool:
         return self.conn.their_state is not h11.SEND_BODY
 
@@ -320,16 +319,8 @@ else:
     class BoundedHttpToolsProtocol(_HeadGuard, HttpToolsProtocol):
         """uvicorn's httptools protocol, bounded."""
 
-        def __init__(
-            self,
-            config: uvicorn.Config,
-            server_state: ServerState,
-            app_state: dict[str, Any],
-            _loop: asyncio.AbstractEventLoop | None = None,
-        ) -> None:
-            super().__init__(config, server_state, app_state, _loop)
-            self._guard(config)
-            self._in_body = False
+        _in_body = False
+        """Whether the parser is inside a request's body (set per connection)."""
 
         def _awaiting_head(self) -> bool:
             return not self._in_body

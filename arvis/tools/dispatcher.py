@@ -77,7 +77,7 @@ from arvis.tools.classify import (
 )
 from arvis.tools.errors import DecoratorError, DispatchFailure, ToolExecutionError, UnknownTool
 from arvis.tools.layers import DispatchDecorator, Dispatcher
-from arvis.tools.outcome import DispatchOutcome
+from arvis.tools.outcome import DispatchOutcome, ToolFailure
 
 logger = logging.getLogger(__name__)
 
@@ -126,10 +126,7 @@ class _Core:
                 return DispatchOutcome(failure=untrusted(definition, "invalid_tool_result"))
             returned = await pending
         except ToolExecutionError as exc:
-            failure = classify_error(definition, call, exc)
-            if call.sink_error is not None:
-                raise DispatchFailure(invocation.call_id, failure, call.sink_error) from exc
-            return DispatchOutcome(failure=failure)
+            return _failed(invocation, call, classify_error(definition, call, exc), exc)
         except Exception as exc:  # contained: a tool's bug is classified and logged, never shown
             logger.error(
                 "tool %s raised an untyped exception on call %s",
@@ -137,11 +134,18 @@ class _Core:
                 invocation.call_id,
                 exc_info=exc,
             )
-            failure = classify_untyped(definition, call, exc)
-            if call.sink_error is not None:
-                raise DispatchFailure(invocation.call_id, failure, call.sink_error) from exc
-            return DispatchOutcome(failure=failure)
+            return _failed(invocation, call, classify_untyped(definition, call, exc), exc)
         return classify_return(definition, call, returned)
+
+
+def _failed(
+    invocation: ToolInvocation, call: CallReporter, failure: ToolFailure, exc: Exception
+) -> DispatchOutcome:
+    """A tool body's classified failure; called while handling ``exc``. When progress
+    reporting failed too, both are one :class:`DispatchFailure` caused by ``exc``."""
+    if call.sink_error is not None:
+        raise DispatchFailure(invocation.call_id, failure, call.sink_error) from exc
+    return DispatchOutcome(failure=failure)
 
 
 class _Guard:

@@ -6,13 +6,15 @@ everything else here is raised by ARVIS about tools, plans and dispatch.
 
 from __future__ import annotations
 
-from arvis.domain.errors import ArvisError, ConfigurationError
+from typing import Any
+
+from arvis.domain.errors import ArvisError, ConfigurationError, fields
 from arvis.domain.ids import CallId, PlanId
 from arvis.tools.limits import FAILURE_CODE, MAX_MESSAGE_CHARS
 from arvis.tools.outcome import ToolFailure
 
 
-class ToolExecutionError(ArvisError):
+class ToolExecutionError(ArvisError, code="tool_execution_failed"):
     """The one error a tool body raises, correlated to the active call id.
 
     ``effect_started`` is ``True`` (started, then failed), ``False`` (provably
@@ -20,8 +22,6 @@ class ToolExecutionError(ArvisError):
     the dispatcher clears ``retryable`` for it. ``tool_code`` and ``message``
     are shown to the caller, so write them for the caller.
     """
-
-    code = "tool_execution_failed"
 
     def __init__(
         self,
@@ -41,7 +41,8 @@ class ToolExecutionError(ArvisError):
         self.tool_code = code
 
 
-class DispatchFailure(ArvisError):
+@fields
+class DispatchFailure(ArvisError, code="dispatch_failed"):
     """Both progress reporting and execution failed for one call.
 
     ``__cause__`` is the execution error; the reporter's failure is only the
@@ -49,99 +50,81 @@ class DispatchFailure(ArvisError):
     effect's outcome. :attr:`failure` is the classified execution failure.
     """
 
-    code = "dispatch_failed"
-
-    def __init__(
-        self, call_id: CallId, failure: ToolFailure, reporter_error: BaseException
-    ) -> None:
-        super().__init__(
-            f"call {call_id}: the tool failed ({failure.code}) and progress reporting failed too"
-        )
-        self.call_id = call_id
-        self.failure = failure
-        self.reporter_error = reporter_error
+    template = "call {call_id}: the tool failed ({failure.code}) and progress reporting failed too"
+    call_id: CallId
+    failure: ToolFailure
+    reporter_error: BaseException
 
 
-class UnknownTool(ArvisError):
+@fields
+class UnknownTool(ArvisError, code="tool_not_declared"):
     """A name that the plan does not declare."""
 
-    code = "tool_not_declared"
-
-    def __init__(self, tool: str) -> None:
-        super().__init__(f"tool {tool!r} is not declared in this tool plan")
-        self.tool = tool
+    template = "tool {tool!r} is not declared in this tool plan"
+    tool: str
 
 
-class CallIdMismatch(ArvisError):
+@fields
+class CallIdMismatch(ArvisError, code="call_id_mismatch"):
     """A tool reported progress for a call id that is not its active call."""
 
-    code = "call_id_mismatch"
-
-    def __init__(self, expected: str, got: str) -> None:
-        super().__init__(f"reported for call {got!r} while the active call is {expected!r}")
-        self.expected = expected
-        self.got = got
+    template = "reported for call {got!r} while the active call is {expected!r}"
+    expected: str
+    got: str
 
 
-class DecoratorError(ConfigurationError):
+@fields
+class DecoratorError(ConfigurationError, code="decorator_invalid"):
     """A dispatch decorator is unusable; the dispatcher is not built."""
 
-    code = "decorator_invalid"
-
-    def __init__(self, position: int, decorator: str, rule: str) -> None:
-        super().__init__(f"dispatch decorator #{position} ({decorator}): {rule}")
-        self.position = position
-        self.decorator = decorator
-        self.rule = rule
+    template = "dispatch decorator #{position} ({decorator}): {rule}"
+    position: int
+    decorator: str
+    rule: str
 
 
-class PlanError(ArvisError):
+class PlanError(ArvisError, code="plan_error"):
     """A tool plan could not be leased, loaded or trusted."""
 
-    code = "plan_error"
+    def describe(self, values: dict[str, Any]) -> str:
+        wanted = values.get("wanted") or "the current plan"
+        return self.template.format_map({**values, "wanted": wanted})
 
 
-class PlanNotFound(PlanError):
+@fields
+class PlanNotFound(PlanError, code="plan_not_found"):
     """No plan with this id was ever persisted."""
 
-    code = "plan_not_found"
-
-    def __init__(self, plan_id: PlanId) -> None:
-        super().__init__(f"tool plan {plan_id} is unknown")
-        self.plan_id = plan_id
+    template = "tool plan {plan_id} is unknown"
+    plan_id: PlanId
 
 
-class PlanMismatch(PlanError):
+@fields
+class PlanMismatch(PlanError, code="plan_mismatch"):
     """A source returned another plan than the one asked for, or a corrupt one."""
 
-    code = "plan_mismatch"
-
-    def __init__(self, wanted: PlanId | None, got: PlanId, reason: str) -> None:
-        super().__init__(f"tool plan {got}: {reason} (wanted {wanted or 'the current plan'})")
-        self.wanted = wanted
-        self.got = got
+    template = "tool plan {got}: {reason} (wanted {wanted})"
+    wanted: PlanId | None
+    got: PlanId
+    reason: str
 
 
-class PlanUnavailable(PlanError):
+@fields
+class PlanUnavailable(PlanError, code="plan_unavailable"):
     """The plan source failed; its text is logged, not shown."""
 
-    code = "plan_unavailable"
-
-    def __init__(self, wanted: PlanId | None) -> None:
-        super().__init__(f"the tool plan source failed to lease {wanted or 'the current plan'}")
-        self.wanted = wanted
+    template = "the tool plan source failed to lease {wanted}"
+    wanted: PlanId | None
 
 
-class CanonicalFormRefused(ArvisError):
+@fields
+class CanonicalFormRefused(ArvisError, code="payload_invalid"):
     """A tool's ``canonical`` hook refused the payload, or failed: nothing is admitted.
 
     Admission answers it as a ``payload_invalid`` refusal (DESIGN §10): policy can
     only decide on the form the tool acts on, and this payload has none.
     """
 
-    code = "payload_invalid"
-
-    def __init__(self, tool: str, reason: str) -> None:
-        super().__init__(f"tool {tool!r} cannot act on this payload: {reason}")
-        self.tool = tool
-        self.reason = reason
+    template = "tool {tool!r} cannot act on this payload: {reason}"
+    tool: str
+    reason: str

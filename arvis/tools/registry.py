@@ -15,8 +15,6 @@ first (``arvis.deployment.load_tools``) and hands their tools in through
 
 from __future__ import annotations
 
-import importlib
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,14 +25,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from arvis.domain.definitions import ToolDefinition
 from arvis.domain.errors import ArvisError, ConfigurationError, DefinitionError
+from arvis.domain.loading import is_attribute_spec, load_attribute
 from arvis.domain.schemas import unsupported
 from arvis.domain.sections import parse_section
 from arvis.tools.base import Tool
 from arvis.tools.builtins import builtin_tools
 from arvis.tools.http import HttpToolConfig, http_tool
 from arvis.tools.mcp.config import McpServerConfig
-
-FACTORY_SPEC = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_.]*$"
 
 
 @dataclass(frozen=True)
@@ -81,7 +78,7 @@ def parse_tools_config(raw: Mapping[str, Any]) -> ToolsConfig:
     """Validate ``[tools]``; a bad entry stops start-up with one line naming it."""
     config = parse_section(ToolsConfig, raw, "[tools]")
     for spec in config.factories:
-        if not _matches(spec):
+        if not is_attribute_spec(spec):
             raise ConfigurationError(f"[tools] factory {spec!r} must be 'package.module:factory'")
     servers = [entry.name for entry in config.mcp]
     for name in servers:
@@ -90,22 +87,9 @@ def parse_tools_config(raw: Mapping[str, Any]) -> ToolsConfig:
     return config
 
 
-def _matches(spec: str) -> bool:
-    return re.fullmatch(FACTORY_SPEC, spec) is not None
-
-
 def load_factory(spec: str) -> ToolFactory:
     """Import ``package.module:attr`` — exactly the module named, nothing scanned."""
-    module_name, _, attribute = spec.partition(":")
-    try:
-        target: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigurationError(f"[tools] factory {spec!r}: cannot import: {exc}") from exc
-    for part in attribute.split("."):
-        target = getattr(target, part, None)
-    if not callable(target):
-        raise ConfigurationError(f"[tools] factory {spec!r}: no callable {attribute!r} there")
-    factory: ToolFactory = target
+    factory: ToolFactory = load_attribute(spec, f"[tools] factory {spec!r}", callable_only=True)
     return factory
 
 

@@ -44,10 +44,8 @@ def shown(raw: object) -> str:
     return text if len(text) <= 120 else f"{text[:117]}..."
 
 
-class FileRefusal(ArvisError):
+class FileRefusal(ArvisError, code="file_refused"):
     """Input a file tool refuses before it touched anything."""
-
-    code = "file_refused"
 
     def __init__(self, path: object, reason: str) -> None:
         super().__init__(f"path {shown(path)}: {reason}")
@@ -55,64 +53,44 @@ class FileRefusal(ArvisError):
         self.reason = reason
 
 
-class InvalidPath(FileRefusal):
+class InvalidPath(FileRefusal, code="invalid_path"):
     """Not a string, empty, too long, NUL, not Unicode, or names no file (a trailing ``/``)."""
 
-    code = "invalid_path"
 
-
-class SandboxViolation(FileRefusal):
+class SandboxViolation(FileRefusal, code="path_outside_sandbox"):
     """A path that is absolute, climbs with ``..`` or resolves outside the sandbox."""
 
-    code = "path_outside_sandbox"
 
-
-class NameTooLong(FileRefusal):
+class NameTooLong(FileRefusal, code="name_too_long"):
     """A component over :data:`NAME_MAX` bytes, or a whole path over :data:`PATH_MAX`."""
 
-    code = "name_too_long"
 
-
-class SymlinkLoop(FileRefusal):
+class SymlinkLoop(FileRefusal, code="symlink_loop"):
     """Symbolic links that never end, or a link where the resolved path had none."""
 
-    code = "symlink_loop"
 
-
-class NotFound(FileRefusal):
+class NotFound(FileRefusal, code="not_found"):
     """Nothing to read at the path."""
 
-    code = "not_found"
 
-
-class NotADirectory(FileRefusal):
+class NotADirectory(FileRefusal, code="not_a_directory"):
     """A parent component exists and is not a directory."""
 
-    code = "not_a_directory"
 
-
-class IsADirectory(FileRefusal):
+class IsADirectory(FileRefusal, code="is_a_directory"):
     """The path names a directory where a file is expected."""
 
-    code = "is_a_directory"
 
-
-class NotARegularFile(FileRefusal):
+class NotARegularFile(FileRefusal, code="not_a_regular_file"):
     """A FIFO, socket or device: opening one may block or act on hardware."""
 
-    code = "not_a_regular_file"
 
-
-class LinkedFile(FileRefusal):
+class LinkedFile(FileRefusal, code="linked_file"):
     """A file with more than one hard link: the other name may be outside the sandbox."""
 
-    code = "linked_file"
 
-
-class PermissionDenied(FileRefusal):
+class PermissionDenied(FileRefusal, code="permission_denied"):
     """The operating system refused access to the path."""
-
-    code = "permission_denied"
 
 
 _BY_ERRNO: dict[int, tuple[type[FileRefusal], str]] = {

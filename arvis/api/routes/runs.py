@@ -37,22 +37,7 @@ async def get_journal(
     entries = await kernel.lifecycle.replay.journal(identity.tenant_id, RunId(run_id), after, limit)
     return JournalPage(
         run_id=run_id,
-        entries=[
-            JournalEntryOut(
-                position=e.position,
-                kind=e.kind,
-                causal_id=e.causal_id,
-                idempotency_key=e.idempotency_key,
-                attempt=e.attempt,
-                intent_id=e.intent_id,
-                boundary=e.boundary,
-                body=e.body,
-                prev_hash=e.prev_hash,
-                entry_hash=e.entry_hash,
-                recorded_at=e.recorded_at,
-            )
-            for e in entries
-        ],
+        entries=[JournalEntryOut.model_validate(e, from_attributes=True) for e in entries],
         next_after=entries[-1].position if len(entries) == limit else None,
     )
 

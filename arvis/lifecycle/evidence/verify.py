@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from arvis.domain.checkpoints import Checkpoint, check_checkpoints, signed_text
+from arvis.domain.checkpoints import Checkpoint, CheckpointReport, check_checkpoints, signed_text
 from arvis.domain.clock import Clock
 from arvis.domain.ids import RunId, TenantId
 from arvis.lifecycle.errors import ChainBroken, NotFound
@@ -137,15 +137,7 @@ async def _judge(
     checkpoints = await reads.checkpoints(tenant_id, run_id)
     checked, unsigned = 0, None
     if key is not None:
-        report = check_checkpoints(
-            checkpoints,
-            tenant_id=tenant_id,
-            run_id=run_id,
-            hashes=facts.hashes,
-            length=chain.entries,
-            key_id=key.key_id,
-            signature_ok=key.verifies,
-        )
+        report = checkpoints_hold(checkpoints, tenant_id, run_id, chain, facts, key)
         if not report.ok:
             return EvidenceReport(
                 False,
@@ -188,6 +180,27 @@ async def _judge(
             flagged=flagged,
         )
     return EvidenceReport(True, chain.entries, None, None, checked, unsigned=unsigned)
+
+
+def checkpoints_hold(
+    checkpoints: Sequence[Checkpoint],
+    tenant_id: str,
+    run_id: str,
+    chain: VerifyReport,
+    facts: ChainFacts,
+    key: TrustedKey,
+) -> CheckpointReport:
+    """A run's signed checkpoints against its verified chain: the one check the server's
+    verification and an offline bundle's share."""
+    return check_checkpoints(
+        checkpoints,
+        tenant_id=tenant_id,
+        run_id=run_id,
+        hashes=facts.hashes,
+        length=chain.entries,
+        key_id=key.key_id,
+        signature_ok=key.verifies,
+    )
 
 
 def _flag_text(run: RunRecord) -> str | None:

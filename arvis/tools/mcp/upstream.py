@@ -37,7 +37,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
 from arvis import __version__
-from arvis.domain.errors import ArvisError
+from arvis.domain.errors import ArvisError, fields
 from arvis.tools.mcp.config import McpServerConfig
 from arvis.tools.mcp.keys import CALL_ID
 
@@ -55,27 +55,25 @@ _CLOSE_TIMEOUT_S = 10.0
 _Streams = tuple[Any, Any]
 
 
-class UpstreamUnavailable(ArvisError):
+@fields
+class UpstreamUnavailable(ArvisError, code="mcp_upstream_unavailable"):
     """The server could not be started or reached: nothing was sent to it."""
 
-    code = "mcp_upstream_unavailable"
-
-    def __init__(self, server: str, reason: str) -> None:
-        super().__init__(f"the MCP server {server!r} is unavailable: {reason}")
-        self.server = server
-        self.reason = reason
+    template = "the MCP server {server!r} is unavailable: {reason}"
+    server: str
+    reason: str
 
 
-class UpstreamChanged(ArvisError):
+@fields
+class UpstreamChanged(ArvisError, code="mcp_upstream_changed"):
     """The server now lists a tool differently from the definition pinned at start-up."""
 
-    code = "mcp_upstream_changed"
-
-    def __init__(self, server: str, tool: str) -> None:
-        super().__init__(
-            f"the MCP server {server!r} now describes {tool!r} differently from the tool "
-            "plan; restart ARVIS to pin its new tool list"
-        )
+    template = (
+        "the MCP server {server!r} now describes {tool!r} differently from the tool "
+        "plan; restart ARVIS to pin its new tool list"
+    )
+    server: str
+    tool: str
 
 
 class _Session:

@@ -1,0 +1,97 @@
+"""The shapes that cross HTTP both ways: the server answers with them, the client reads them.
+
+One definition each, so the two sides cannot drift. The server's answer models
+(``arvis.api.schemas``) and the client's (``arvis.client.models``) subclass these: the
+server keeps its OpenAPI names, the client its public names and its tolerance of fields
+a newer server adds (``extra="allow"``). Plain pydantic, nothing of the kernel: the
+client may import only ``arvis.domain``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal, TypeAlias
+
+from pydantic import BaseModel, ConfigDict
+
+from arvis.domain.boundary import EffectBoundary
+
+ConfirmationState: TypeAlias = Literal[
+    "PENDING", "APPROVED", "RESERVED", "CONSUMED", "DENIED", "EXPIRED"
+]
+
+
+class Wire(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class ToolInfo(Wire):
+    """One definition of the current plan."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    effect: Literal["read_only", "mutating"]
+    replay_safety: Literal["safe", "idempotent", "unsafe"]
+    capabilities: list[str]
+    fingerprint: str
+
+
+class JournalEntry(Wire):
+    """One link of a run's hash chain."""
+
+    position: int
+    kind: str
+    """``execution``, ``refusal``, ``recovery`` or ``confirmation``."""
+    causal_id: str
+    idempotency_key: str
+    attempt: int | None
+    intent_id: str | None
+    boundary: EffectBoundary | None
+    body: dict[str, Any]
+    prev_hash: str
+    entry_hash: str
+    recorded_at: datetime
+
+
+class Verification(Wire):
+    """``GET /v1/runs/{id}/verify``: the chain recomputed."""
+
+    ok: bool
+    entries: int
+    """Entries that verified before the first break (all of them when ``ok``)."""
+    broken_at: int | None
+    """The first position where the chain breaks, or null."""
+    reason: str | None = None
+    checkpoints: int | None = None
+    """Signed checkpoints checked and held; null when the deployment has no public key
+    configured (then none are checked)."""
+    rewritten_before: int | None = None
+    """A signed checkpoint disagrees with the chain: the run was rewritten before this
+    position, even if every hash links."""
+    unsigned: int | None = None
+    """Entries after the last signed checkpoint (the witness covers them); null when the
+    deployment has no public key configured."""
+    witness: str | None = None
+    """The first disagreement with the deployment's file witness, or null (none found,
+    or no witness that can be read back)."""
+    flagged: str | None = None
+    """The run's evidence was found broken before (by the checkpointer, a verify, a
+    replay or a deduplicated answer), and what was found; null: never."""
+
+
+class Confirmation(Wire):
+    """A consent request, as an approver sees it (the frozen payload included)."""
+
+    id: str
+    state: ConfirmationState
+    run_id: str
+    causal_id: str
+    idempotency_key: str
+    tool: str
+    payload: Any
+    """The frozen payload the approver consents to."""
+    decided_by: str | None
+    reason: str | None
+    expires_at: datetime
+    created_at: datetime
