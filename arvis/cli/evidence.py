@@ -17,7 +17,7 @@ from arvis.evidence.bundle import verify_bundle
 from arvis.evidence.keys import PublicKey, SigningKey
 from arvis.evidence.witness import read_witness
 from arvis.kernel import Kernel
-from arvis.lifecycle.evidence.verify import EvidenceReport
+from arvis.lifecycle.evidence.report import EvidenceReport
 
 signing_app = typer.Typer(
     help="The Ed25519 key that signs run checkpoints (ARVIS_SIGNING_KEY_FILE).",

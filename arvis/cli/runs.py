@@ -15,7 +15,7 @@ from arvis.deployment import declared_plan
 from arvis.domain.errors import ArvisError
 from arvis.domain.ids import RunId, TenantId
 from arvis.kernel import Kernel
-from arvis.lifecycle.evidence.verify import EvidenceReport
+from arvis.lifecycle.evidence.report import EvidenceReport
 from arvis.lifecycle.results import SyscallResult
 from arvis.tools.describe import describe_plan
 

@@ -37,7 +37,7 @@ from arvis.domain.errors import ArvisError
 from arvis.domain.ids import PlanId, RunId, TenantId
 from arvis.evidence.keys import PublicKey, SigningKeyError
 from arvis.lifecycle.evidence.crosscheck import ChainFacts, cross_check
-from arvis.lifecycle.evidence.verify import checkpoints_hold
+from arvis.lifecycle.evidence.report import checkpoints_hold
 from arvis.lifecycle.journal import VERIFY_PAGE, recorded_text, walk
 from arvis.lifecycle.ports import LifecycleReads
 from arvis.lifecycle.records import ChainRow, RunRecord
