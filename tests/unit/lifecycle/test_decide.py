@@ -1,8 +1,9 @@
 """``ToolAuthorizationService.decide`` as a pure function (DESIGN §4): the retry table, consent
 bound to its requester, the causal id's binding and the consent gate, without a database.
 
-The same rules run on PostgreSQL in tests/integration/lifecycle/test_retry_table.py and
-test_confirmations.py; here every row of the tables gets a case of its own.
+The same rules run through the handler in tests/unit/lifecycle/rules/ (on the in-memory
+store) and on PostgreSQL in tests/integration/lifecycle/test_confirmations.py; here every
+row of the tables gets a case of its own.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Each denial reason: a PRE_EFFECT_REFUSAL artifact, nothing minted, nothing run; on the
-in-memory store (tests/integration/lifecycle/test_denials.py runs it on PostgreSQL)."""
+in-memory store, which the contract test holds to PostgreSQL's answers."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Every row of the DESIGN §4 retry table, through the SyscallHandler on the in-memory
-store (tests/integration/lifecycle/test_retry_table.py runs it on PostgreSQL)."""
+store; the contract test (tests/integration/store/test_lifecycle_store_contract.py) holds
+that store to PostgreSQL's answers, so the table is not run twice."""
 
 from __future__ import annotations
 
