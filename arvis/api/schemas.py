@@ -7,7 +7,6 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, Field
 
 from arvis.domain import wire
-from arvis.domain.wire import ConfirmationState as ConfirmationState
 from arvis.lifecycle.results import SyscallResult
 
 

@@ -16,12 +16,12 @@ from arvis.cli.common import database_or_exit, fail, settings_or_exit, with_admi
 from arvis.cli.output import emit_json, table
 from arvis.domain.apikeys import ApiKeyRecord
 from arvis.domain.authorization import GROUP_PATTERN
-from arvis.domain.identity import Role
+from arvis.domain.identity import ROLES, Role
 
 keys_app = typer.Typer(help="Create, list and revoke API keys.", no_args_is_help=True)
 
 DEMO_TENANT = "demo"
-DEMO_ROLES: tuple[Role, ...] = ("agent", "approver", "auditor", "admin")
+DEMO_ROLES: tuple[Role, ...] = ROLES
 DEMO_KEYS_FILE = "demo-keys.json"
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for machines.")]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -10,6 +10,8 @@ from arvis.domain.ids import PrincipalId, TenantId
 
 AuthMethod = Literal["api_key", "development", "anonymous"]
 Role = Literal["agent", "approver", "auditor", "admin"]
+ROLES: tuple[Role, ...] = get_args(Role)
+"""Every role, in the order they are listed and offered."""
 
 
 class Identity(BaseModel):

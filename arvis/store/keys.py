@@ -27,10 +27,6 @@ from arvis.domain.identity import Identity, Role
 from arvis.store.connections import translated
 from arvis.store.operations import PgOperations
 
-ROLES: tuple[Role, ...] = ("agent", "approver", "auditor", "admin")
-__all__ = ["ROLES", "ApiKeyRecord", "PgKeyStore"]
-
-
 COLUMN_NAMES = (
     "tenant_id",
     "key_id",
@@ -91,12 +87,12 @@ class PgKeyStore:
                 .mappings()
                 .one()
             )
-        return _record(row), issued
+        return key_record(row), issued
 
     async def get(self, key_id: str) -> ApiKeyRecord | None:
         """The key ``key_id`` as stored (revoked or not), or None."""
         found = await self._pool.query_one(_LOOKUP, (key_id,))
-        return None if found is None else _record(dict(zip(COLUMN_NAMES, found, strict=True)))
+        return None if found is None else key_record(dict(zip(COLUMN_NAMES, found, strict=True)))
 
     async def authenticated(self, token: str | None) -> Identity | None:
         """Who a bearer token is, or None: missing, malformed, unknown, wrong secret or
@@ -127,7 +123,7 @@ class PgKeyStore:
                 .mappings()
                 .all()
             )
-        return [_record(row) for row in rows]
+        return [key_record(row) for row in rows]
 
     async def revoke(self, key_id: str, tenant_id: str | None = None) -> bool:
         """Revoke a key (of ``tenant_id`` when given); False when there is no such live key."""
@@ -142,7 +138,7 @@ class PgKeyStore:
         return int(result.rowcount) == 1
 
 
-def _record(data: Mapping[str, Any] | RowMapping) -> ApiKeyRecord:
+def key_record(data: Mapping[str, Any] | RowMapping) -> ApiKeyRecord:
     same = ("tenant_id", "key_id", "principal", "secret_hash", "created_at", "revoked_at")
     return ApiKeyRecord(
         **{name: data[name] for name in same},

@@ -13,8 +13,9 @@ from datetime import datetime
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from arvis.domain.apikeys import ApiKeyRecord
 from arvis.store.connections import translated
-from arvis.store.keys import COLUMN_NAMES, ApiKeyRecord, _record
+from arvis.store.keys import COLUMN_NAMES, key_record
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +72,7 @@ class PgSessionStore:
             )
         if row is None:
             return None
-        return SessionRecord(key=_record(row), expires_at=row["session_expires_at"])
+        return SessionRecord(key=key_record(row), expires_at=row["session_expires_at"])
 
     async def end(self, token_hash: str) -> bool:
         """Delete the session; False when there was none."""

@@ -10,8 +10,6 @@ no differences).
 
 from __future__ import annotations
 
-from typing import get_args
-
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -31,7 +29,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
 from arvis.domain.boundary import EffectBoundary
-from arvis.domain.identity import Role
+from arvis.domain.identity import ROLES as ROLES_OF_KEYS
 from arvis.domain.journal import JournalKind
 from arvis.domain.states import CapabilityState, ConfirmationState
 from arvis.store.columns import at_ as _at
@@ -57,7 +55,7 @@ CAPABILITY_STATES = tuple(state.value for state in CapabilityState)
 CONFIRMATION_STATES = tuple(state.value for state in ConfirmationState)
 JOURNAL_KINDS = tuple(kind.value for kind in JournalKind)
 OUTBOX_STATES = ("PENDING", "DELIVERED", "DEAD")
-ROLES: tuple[str, ...] = get_args(Role)
+ROLES: tuple[str, ...] = ROLES_OF_KEYS
 
 
 # Plans are deployment configuration, shared by every tenant: the plan id is a

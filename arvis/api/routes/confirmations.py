@@ -10,11 +10,11 @@ from arvis.api.schemas import (
     ApprovalOut,
     ConfirmationList,
     ConfirmationOut,
-    ConfirmationState,
 )
 from arvis.domain.identity import Identity
 from arvis.domain.ids import ID_PATTERN, ConfirmationId
 from arvis.domain.states import ConfirmationState as ConfirmationStateValue
+from arvis.domain.wire import ConfirmationState
 from arvis.lifecycle.records import ConfirmationRecord
 from arvis.web.bodies import DecisionBody
 from arvis.web.identity import ApproverIdentity, KernelDep, require_role

@@ -17,14 +17,13 @@ from arvis.console.sessions import ConsoleUser
 from arvis.console.web import ConsoleRoute, render
 from arvis.domain.authorization import GROUP_PATTERN
 from arvis.domain.errors import ArvisError
-from arvis.domain.identity import Role
+from arvis.domain.identity import ROLES
 from arvis.kernel import Kernel
 from arvis.lifecycle.errors import NotFound
 from arvis.web.identity import KernelDep
 
 router = APIRouter(route_class=ConsoleRoute)
 
-ROLES: tuple[Role, ...] = ("agent", "approver", "auditor", "admin")
 _PRINCIPAL = re.compile(r"^[^\x00-\x1f\x7f]{1,128}$")
 
 
