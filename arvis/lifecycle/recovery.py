@@ -124,11 +124,7 @@ class RecoverySweeper:
         )
         answer = await self.store.journal(
             settle_append(
-                tenant_id=attempt.tenant_id,
-                run_id=attempt.run_id,
-                causal_id=attempt.causal_id,
-                idempotency_key=attempt.idempotency_key,
-                attempt=attempt.attempt,
+                key=attempt.key,
                 intent_id=attempt.intent_id,
                 confirmation_id=attempt.confirmation_id,
                 boundary=boundary,

@@ -91,14 +91,9 @@ class Settlement:
         late: bool,
     ) -> JournalEntry:
         intent = admitted.intent
-        context = intent.context
         answer = await self.store.journal(
             settle_append(
-                tenant_id=context.tenant_id,
-                run_id=context.run_id,
-                causal_id=context.causal_id,
-                idempotency_key=intent.idempotency_key,
-                attempt=intent.attempt,
+                key=intent.key,
                 intent_id=intent.intent_id,
                 confirmation_id=intent.confirmation_id,
                 boundary=outcome.boundary,

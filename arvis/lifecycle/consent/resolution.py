@@ -173,11 +173,7 @@ class ResolutionService:
             )
             answer = await self.store.resolve(
                 Resolution(
-                    tenant_id=entry.tenant_id,
-                    run_id=entry.run_id,
-                    causal_id=entry.causal_id,
-                    idempotency_key=entry.idempotency_key,
-                    attempt=entry.attempt,
+                    key=entry.key,
                     uncertain_position=entry.position,
                     artifact=artifact,
                     resolved_by=resolved_by,
