@@ -96,27 +96,17 @@ class Admitted:
     """The policy that authorized it and the ids that decided, for its journal entry."""
 
 
+@dataclass(eq=False, kw_only=True)
 class AdmissionService:
-    def __init__(
-        self,
-        *,
-        store: LifecycleStore,
-        plans: ToolPlanSource,
-        authorization: ToolAuthorizationService,
-        outbox: IntentOutboxService,
-        clock: Clock,
-        confirmation_ttl_s: float,
-        evidence: EvidenceService | None = None,
-    ) -> None:
-        self.store = store
-        self.plans = plans
-        self.authorization = authorization
-        self.outbox = outbox
-        self.clock = clock
-        self.confirmation_ttl_s = confirmation_ttl_s
-        self.evidence = evidence
-        """Checks what a deduplicated answer serves (issue 23); None: nothing but the
-        entry's own hash."""
+    store: LifecycleStore
+    plans: ToolPlanSource
+    authorization: ToolAuthorizationService
+    outbox: IntentOutboxService
+    clock: Clock
+    confirmation_ttl_s: float
+    evidence: EvidenceService | None = None
+    """Checks what a deduplicated answer serves (issue 23); None: nothing but the
+    entry's own hash."""
 
     async def admit(
         self,
