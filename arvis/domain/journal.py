@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, get_args
 
 from pydantic import (
     BaseModel,
@@ -245,16 +245,7 @@ JournalArtifact = (
     ExecutionArtifact | RefusalArtifact | RecoveryArtifact | ConsentArtifact | ResolutionArtifact
 )
 
-_MODELS: dict[str, type[_Body]] = {
-    model.kind: model
-    for model in (
-        ExecutionArtifact,
-        RefusalArtifact,
-        RecoveryArtifact,
-        ConsentArtifact,
-        ResolutionArtifact,
-    )
-}
+_MODELS: dict[str, type[_Body]] = {model.kind: model for model in get_args(JournalArtifact)}
 _PLAIN: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 
 
