@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from arvis.domain.authorization import DenialReason, PolicyRecord
+from arvis.domain.authorization import DenialReason, PolicyRecord, policy_record
 from arvis.domain.clock import Clock
 from arvis.domain.errors import SerializationConflict
 from arvis.domain.identity import Identity
@@ -203,12 +203,7 @@ class AdmissionService:
         self, request: AdmissionRequest, step: Proceed, lease: PlanLease, ids: Ids
     ) -> SyscallResult | Admitted | DecisionHistory:
         snapshot = step.snapshot
-        policy = PolicyRecord.model_construct(
-            engine=snapshot.policy_engine,
-            version=snapshot.policy_version,
-            digest=snapshot.policy_digest,
-            policy_ids=snapshot.policy_ids,
-        )
+        policy = policy_record(snapshot)
         intent = Intent.model_construct(
             intent_id=ids.intent,
             context=snapshot.context,
