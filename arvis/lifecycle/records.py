@@ -140,6 +140,37 @@ class JournalEntry:
         if self.boundary is not None and type(self.boundary) is not EffectBoundary:
             object.__setattr__(self, "boundary", EffectBoundary(self.boundary))
 
+    @classmethod
+    def placed(
+        cls,
+        key: AttemptKey,
+        kind: JournalKind,
+        intent_id: str | None,
+        boundary: EffectBoundary | None,
+        *,
+        position: int,
+        prev_hash: str,
+        entry_hash: str,
+        body_text: str,
+        recorded_at: datetime,
+    ) -> JournalEntry:
+        """The entry a step appended about ``key``, where the chain placed it."""
+        return cls(
+            key.tenant_id,
+            key.run_id,
+            position,
+            kind,
+            key.causal_id,
+            key.idempotency_key,
+            key.attempt,
+            intent_id,
+            boundary,
+            body_text,
+            prev_hash,
+            entry_hash,
+            recorded_at,
+        )
+
     @property
     def key(self) -> AttemptKey:
         """The attempt the entry is about (``attempt`` None: its decision's)."""

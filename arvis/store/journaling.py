@@ -103,7 +103,8 @@ def _renewal_json(renewal: ConsentRenewal | None) -> str | None:
 
 
 class JournalHeader(NamedTuple):
-    """What a journaling step knows of the entry before the statement places it."""
+    """What a journaling step knows of the entry before the statement places it (the
+    leading arguments of :meth:`JournalEntry.placed`)."""
 
     key: AttemptKey
     kind: JournalKind
@@ -131,20 +132,12 @@ class PgJournal(PgPool):
             return status, None
         assert prev_hash is not None
         assert entry_hash is not None
-        key = header.key
-        entry = JournalEntry(
-            tenant_id=key.tenant_id,
-            run_id=key.run_id,
+        entry = JournalEntry.placed(
+            *header,
             position=position,
-            kind=header.kind,
-            causal_id=key.causal_id,
-            idempotency_key=key.idempotency_key,
-            attempt=key.attempt,
-            intent_id=header.intent_id,
-            boundary=header.boundary,
-            body_text=body,
             prev_hash=prev_hash,
             entry_hash=entry_hash,
+            body_text=body,
             recorded_at=datetime.fromisoformat(at),
         )
         # 'existing': a retried statement found its own append committed (the first

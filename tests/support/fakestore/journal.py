@@ -8,11 +8,13 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from arvis.domain.attempt import AttemptKey
+from arvis.domain.boundary import EffectBoundary
 from arvis.domain.errors import IntegrityConflict
 from arvis.domain.journal import (
     ConsentArtifact,
     ExecutionArtifact,
     JournalArtifact,
+    JournalKind,
     RecoveryArtifact,
     RefusalArtifact,
     ResolutionArtifact,
@@ -95,19 +97,15 @@ def append_entry(now: datetime, t: Tables, a: Append) -> JournalEntry:
         audit_incomplete=run.audit_incomplete or a.flag is not None,
         audit_incomplete_reason=reason,
     )
-    entry = JournalEntry(
-        tenant_id=k.tenant_id,
-        run_id=k.run_id,
+    entry = JournalEntry.placed(
+        k,
+        JournalKind(a.kind),
+        a.intent,
+        None if a.boundary is None else EffectBoundary(a.boundary),
         position=position,
-        kind=a.kind,
-        causal_id=k.causal_id,
-        idempotency_key=k.idempotency_key,
-        attempt=k.attempt,
-        intent_id=a.intent,
-        boundary=a.boundary,
-        body_text=a.body_text,
         prev_hash=run.journal_head,
         entry_hash=entry_hash,
+        body_text=a.body_text,
         recorded_at=datetime.fromisoformat(a.recorded),
     )
     tenant, key, attempt = k.tenant_id, k.idempotency_key, k.attempt
