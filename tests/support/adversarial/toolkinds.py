@@ -28,8 +28,13 @@ from tests.support.adversarial.modes import (
 from tests.support.adversarial.stubs import HostileStubs
 from tests.support.adversarial.toml import table
 
-TIMEOUT_S = 0.5
-"""Every remote kind's per-call timeout: a ``hang`` cell costs this much."""
+TIMEOUT_S = 2.0
+"""Every remote kind's per-call timeout: a ``hang`` cell costs this much.
+
+It also bounds how soon a loaded machine must get the call's request out: at 0.5 s a
+busy CI host once timed a ``tools/call`` out before its POST left ARVIS (the SDK then
+cancels the POST), so the stub never acted, ARVIS rightly journaled the outcome as
+uncertain, and a cell that needs the stub to act failed for want of an effect."""
 
 Poster = Callable[[str, dict[str, Any]], Any]
 """Posts one decision (tool, payload) through the cell's entry point; used by arrangements."""
