@@ -148,6 +148,14 @@ async def _unstartable(mode: str, stubs: HostileStubs, post: Poster) -> AsyncIte
 
 
 @asynccontextmanager
+async def _unreachable(mode: str, stubs: HostileStubs, post: Poster) -> AsyncIterator[None]:
+    """The MCP server's session is open, but a new connection to it hangs before it is made:
+    the call's POST cannot leave ARVIS before the call times out."""
+    with stubs.mcp_unreachable():
+        yield
+
+
+@asynccontextmanager
 async def _nothing(mode: str, stubs: HostileStubs, post: Poster) -> AsyncIterator[None]:
     yield
 
@@ -202,6 +210,9 @@ MCP_HTTP = ToolKind(
     prefix="remote.",
     hostile=MCP_HTTP_MODES,
     sample="status_202",
+    controls=("unreachable",),
+    arrange=_unreachable,
+    control_tools={"unreachable": "remote.ok"},
     declare=_remote,
     effects=lambda stubs, data_dir: stubs.mcp_http_effects,
     backtracking_tool="remote.backtrack",
