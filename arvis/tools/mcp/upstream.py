@@ -13,16 +13,17 @@ before anything was written.
 
 A streamable HTTP server can be gone while its session still looks live (each
 message is a POST of its own). The SDK then ends the session and answers the
-call "connection closed", which could also follow a request that arrived. The
-HTTP client underneath watches for it: a ``tools/call`` whose connection could not
-even be made is noted by its call id, and :meth:`UpstreamServer.call` raises
-:class:`UpstreamUnavailable` for it — the proof that nothing was sent.
+call "connection closed", which could also follow a request that arrived; and on a
+busy host it can time a call out before the call's POST even began. The HTTP client
+underneath watches (``sending.py``): a ``tools/call`` whose connection could not be
+made, or whose request never began to be sent before the caller gave up, is one
+:meth:`UpstreamServer.call` raises :class:`UpstreamUnavailable` for — the proof
+that nothing was sent.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -40,6 +41,7 @@ from arvis import __version__
 from arvis.domain.errors import ArvisError, fields
 from arvis.tools.mcp.config import McpServerConfig
 from arvis.tools.mcp.keys import CALL_ID
+from arvis.tools.mcp.sending import SendProof, WatchedClient
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +108,8 @@ class UpstreamServer:
         self._current: dict[str, dict[str, Any]] = {}
         self._winding: set[asyncio.Task[None]] = set()
         self._closed = False
-        self._refused: set[str] = set()
-        """Call ids whose ``tools/call`` POST could not connect: provably never sent."""
+        self._sending = SendProof()
+        """What the HTTP client proves of each ``tools/call`` it carried (or did not)."""
 
     @property
     def name(self) -> str:
@@ -151,13 +153,13 @@ class UpstreamServer:
             if exc.code in _SESSION_LOST:
                 # The next call starts a new session (an HTTP server that forgot ours).
                 session.ended.set()
-            if call_id in self._refused:
+            if self.config.url is not None and self._sending.never_sent(call_id):
                 raise UpstreamUnavailable(
-                    self.name, "the connection was refused; nothing was sent"
+                    self.name, f"the call was not sent ({exc.error.message})"
                 ) from None
             raise
         finally:
-            self._refused.discard(call_id)
+            self._sending.forget(call_id)
 
     async def _ready(self) -> _Session:
         """A live session, restarted if it died, within ``startup_timeout_s``.
@@ -262,7 +264,7 @@ class UpstreamServer:
     async def _http(self, url: str) -> AsyncIterator[_Streams]:
         timeout = httpx2.Timeout(self.config.startup_timeout_s, read=None)
         async with (
-            _RefusalWatch(self._refused, headers=self._headers, timeout=timeout) as http,
+            WatchedClient(self._sending, headers=self._headers, timeout=timeout) as http,
             streamable_http_client(url, http_client=http) as (read, write),
         ):
             yield read, write
@@ -272,40 +274,6 @@ class UpstreamServer:
         parameters = StdioServerParameters(command=command[0], args=command[1:])
         async with stdio_client(parameters) as (read, write), _watched(read, ended) as watched:
             yield watched, write
-
-
-class _RefusalWatch(httpx2.AsyncClient):
-    """The session's HTTP client, noting each ``tools/call`` whose connection could not be made.
-
-    A connect failure (refused, timed out connecting, no pooled slot) means not one
-    byte of the request left ARVIS, so the call it carried provably never reached
-    the server. Nothing else is noted: any later failure may follow a request that
-    arrived. ``send`` is what every request of the SDK's transport goes through,
-    whichever transport (a proxy from the environment included) carries it.
-    """
-
-    def __init__(self, refused: set[str], **options: Any) -> None:
-        super().__init__(**options)
-        self._refused = refused
-
-    async def send(self, request: httpx2.Request, **options: Any) -> httpx2.Response:
-        try:
-            return await super().send(request, **options)
-        except (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout):
-            call_id = _call_id_of(request)
-            if call_id is not None:
-                self._refused.add(call_id)
-            raise
-
-
-def _call_id_of(request: httpx2.Request) -> str | None:
-    """The ARVIS call id a ``tools/call`` POST carries in its ``_meta``, if any."""
-    try:
-        message = json.loads(request.content)
-        call_id = message["params"]["_meta"][CALL_ID] if message["method"] == "tools/call" else None
-    except (httpx2.RequestNotRead, ValueError, TypeError, KeyError):
-        return None
-    return call_id if isinstance(call_id, str) else None
 
 
 @asynccontextmanager

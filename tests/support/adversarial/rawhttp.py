@@ -11,7 +11,8 @@ import asyncio
 import json
 import socket
 import struct
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
@@ -47,6 +48,16 @@ class RawHttpServer:
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
         self.port = int(self._server.sockets[0].getsockname()[1])
+
+    async def pause(self) -> None:
+        """Stop listening (connections already made carry on); :meth:`resume` listens again."""
+        assert self._server is not None
+        self._server.close()
+
+    async def resume(self) -> None:
+        self._server = await asyncio.start_server(
+            self._serve, "127.0.0.1", self.port, reuse_address=True
+        )
 
     async def close(self) -> None:
         if self._server is not None:
@@ -118,3 +129,24 @@ def reset(writer: asyncio.StreamWriter) -> None:
     if sock is not None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     writer.transport.abort()
+
+
+@contextmanager
+def black_hole(port: int) -> Iterator[None]:
+    """A listener on ``port`` whose accept queue is full, so a new connection hangs in its
+    TCP handshake (the kernel drops its SYN) until the block ends: not one byte of a
+    request can leave the client meanwhile. Whatever listened on ``port`` must be paused.
+    """
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", port))
+        listener.listen(0)
+        fillers = [socket.socket() for _ in range(3)]
+        try:
+            for filler in fillers:
+                filler.setblocking(False)
+                filler.connect_ex(("127.0.0.1", port))
+            yield
+        finally:
+            for filler in fillers:
+                filler.close()

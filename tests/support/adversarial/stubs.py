@@ -29,7 +29,7 @@ from tests.support.adversarial.catalog import answer_hostile, mcp_server, tool_c
 from tests.support.adversarial.effects import EffectLog
 from tests.support.adversarial.loopthread import LoopThread
 from tests.support.adversarial.modes import IDEMPOTENCY_KEY, MCP_HTTP_MODES, TRANSPORT_MODES
-from tests.support.adversarial.rawhttp import RawHttpServer, Request, respond
+from tests.support.adversarial.rawhttp import RawHttpServer, Request, black_hole, respond
 
 STDIO_SERVER = Path(__file__).resolve().parent / "stdio" / "hostile_server.py"
 
@@ -43,6 +43,8 @@ class HostileStubs:
     mcp_port: int
     refusing_port: int
     """Bound, never listening: a connection to it is refused."""
+    loop: LoopThread
+    running: _Running
 
     @property
     def http_effects(self) -> EffectLog:
@@ -70,6 +72,17 @@ class HostileStubs:
     @property
     def mcp_url(self) -> str:
         return f"http://127.0.0.1:{self.mcp_port}/mcp"
+
+    @contextmanager
+    def mcp_unreachable(self) -> Iterator[None]:
+        """While the block runs, a new connection to the MCP server hangs before it is made
+        (sessions already open stay, as does the tool list ARVIS pinned)."""
+        self.loop.run(self.running.mcp.pause())
+        try:
+            with black_hole(self.mcp_port):
+                yield
+        finally:
+            self.loop.run(self.running.mcp.resume())
 
     @property
     def stdio_command(self) -> list[str]:
@@ -152,6 +165,8 @@ def hostile_stubs(root: Path) -> Iterator[HostileStubs]:
                 http_port=running.http.port,
                 mcp_port=running.mcp.port,
                 refusing_port=int(refusing.getsockname()[1]),
+                loop=loop,
+                running=running,
             )
         finally:
             loop.loop.call_soon_threadsafe(stop.set)

@@ -28,8 +28,13 @@ from tests.support.adversarial.modes import (
 from tests.support.adversarial.stubs import HostileStubs
 from tests.support.adversarial.toml import table
 
-TIMEOUT_S = 0.5
-"""Every remote kind's per-call timeout: a ``hang`` cell costs this much."""
+TIMEOUT_S = 2.0
+"""Every remote kind's per-call timeout: a ``hang`` cell costs this much.
+
+It also bounds how soon a loaded machine must get the call's request out: at 0.5 s a
+busy CI host once timed a ``tools/call`` out before its POST left ARVIS (the SDK then
+cancels the POST), so the stub never acted, ARVIS rightly journaled the outcome as
+uncertain, and a cell that needs the stub to act failed for want of an effect."""
 
 Poster = Callable[[str, dict[str, Any]], Any]
 """Posts one decision (tool, payload) through the cell's entry point; used by arrangements."""
@@ -143,6 +148,14 @@ async def _unstartable(mode: str, stubs: HostileStubs, post: Poster) -> AsyncIte
 
 
 @asynccontextmanager
+async def _unreachable(mode: str, stubs: HostileStubs, post: Poster) -> AsyncIterator[None]:
+    """The MCP server's session is open, but a new connection to it hangs before it is made:
+    the call's POST cannot leave ARVIS before the call times out."""
+    with stubs.mcp_unreachable():
+        yield
+
+
+@asynccontextmanager
 async def _nothing(mode: str, stubs: HostileStubs, post: Poster) -> AsyncIterator[None]:
     yield
 
@@ -197,6 +210,9 @@ MCP_HTTP = ToolKind(
     prefix="remote.",
     hostile=MCP_HTTP_MODES,
     sample="status_202",
+    controls=("unreachable",),
+    arrange=_unreachable,
+    control_tools={"unreachable": "remote.ok"},
     declare=_remote,
     effects=lambda stubs, data_dir: stubs.mcp_http_effects,
     backtracking_tool="remote.backtrack",
