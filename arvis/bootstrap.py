@@ -141,7 +141,7 @@ def compose_lifecycle(
         allow_self_resolution=allow_self_approval,
         confirmation_ttl_s=confirmation_ttl.total_seconds(),
     )
-    reconciler = Reconciler(lifecycle_store, plans, resolutions, reconcile)
+    reconciler = Reconciler(lifecycle_store, plans, resolutions, reconcile or ReconcileSettings())
     sweeper = RecoverySweeper(lifecycle_store, clock, reconciler=reconciler)
     feed = None if witness is None else WitnessFeed(witness)
     store.ops.append_observers.extend([*append_observers, *([] if feed is None else [feed.note])])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -100,14 +100,6 @@ class PolicyDecision(BaseModel):
     """The rules or policies that decided: Cedar's ``@id`` annotations (else its policy
     ids), a RulePolicy rule's name, or a built-in gate's."""
 
-    def record(self) -> PolicyRecord:
-        return PolicyRecord.model_construct(
-            engine=self.policy_engine,
-            version=self.policy_version,
-            digest=self.policy_digest,
-            policy_ids=self.policy_ids,
-        )
-
 
 class PolicyRecord(BaseModel):
     """Which policy decided an attempt, as its journal entry keeps it."""
@@ -156,6 +148,26 @@ class AuthorizationSnapshot(BaseModel):
     policy_engine: str = "rules"
     policy_ids: tuple[str, ...] = ()
     confirmation_id: ConfirmationId | None = None
+
+
+POLICY_FIELDS = ("policy_version", "policy_digest", "policy_engine", "policy_ids")
+"""Which policy decided: the same four fields on a decision, the snapshot sealed from
+it and a denial, each carried whole from the one before."""
+
+
+def policy_fields(decided: PolicyDecision | AuthorizationSnapshot) -> dict[str, Any]:
+    """``decided``'s :data:`POLICY_FIELDS`, to build the next value with."""
+    return {name: getattr(decided, name) for name in POLICY_FIELDS}
+
+
+def policy_record(decided: PolicyDecision | AuthorizationSnapshot) -> PolicyRecord:
+    """Which policy decided, as an attempt keeps it for its settling entry."""
+    return PolicyRecord.model_construct(
+        engine=decided.policy_engine,
+        version=decided.policy_version,
+        digest=decided.policy_digest,
+        policy_ids=decided.policy_ids,
+    )
 
 
 class Authorized(BaseModel):

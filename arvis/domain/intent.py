@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from arvis.domain.attempt import AttemptKey
 from arvis.domain.canonical import canonical_flat, sha256_hex
 from arvis.domain.context import AuthorizedEffectContext
 from arvis.domain.ids import (
@@ -38,6 +39,18 @@ class Intent(BaseModel):
     confirmation_id: ConfirmationId | None = None
     admitted_at: datetime
     """When admission decided it: the time of its capability's three transitions."""
+
+    @property
+    def key(self) -> AttemptKey:
+        """The attempt this intent is."""
+        context = self.context
+        return AttemptKey(
+            context.tenant_id,
+            context.run_id,
+            context.causal_id,
+            self.idempotency_key,
+            self.attempt,
+        )
 
     @property
     def commitment(self) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, get_args
 
 from pydantic import (
     BaseModel,
@@ -104,14 +104,10 @@ class Problem(_Body):
     retryable: bool = False
 
 
-class ExecutionArtifact(_Body):
-    """A dispatched attempt and its outcome (its boundary is the entry's column)."""
+class _Attempted(_Body):
+    """What the entry that settles an attempt says of it, whoever settles it (its
+    owner: an execution; a sweeper: a recovery)."""
 
-    kind: ClassVar[JournalKind] = JournalKind.EXECUTION
-
-    tool: str
-    plan_id: PlanId
-    payload_digest: str
     payload: JsonValue = None
     """The frozen payload (revision 0005 on)."""
     context: AuthorizedEffectContext | None = None
@@ -120,6 +116,16 @@ class ExecutionArtifact(_Body):
     confirmation_id: ConfirmationId | None = None
     receipt: Receipt | None = None
     result: JsonValue = None
+
+
+class ExecutionArtifact(_Attempted):
+    """A dispatched attempt and its outcome (its boundary is the entry's column)."""
+
+    kind: ClassVar[JournalKind] = JournalKind.EXECUTION
+
+    tool: str
+    plan_id: PlanId
+    payload_digest: str
     problem: Problem | None = None
     retryable: bool = False
     policy: PolicyRecord | None = None
@@ -141,7 +147,7 @@ class RefusalArtifact(_Body):
     denial: DenialSnapshot
 
 
-class RecoveryArtifact(_Body):
+class RecoveryArtifact(_Attempted):
     """An attempt its process never journaled, settled by recovery as uncertain."""
 
     kind: ClassVar[JournalKind] = JournalKind.RECOVERY
@@ -149,12 +155,6 @@ class RecoveryArtifact(_Body):
     tool: str
     plan_id: PlanId | None = None
     payload_digest: str | None = None
-    payload: JsonValue = None
-    context: AuthorizedEffectContext | None = None
-    capability: Capability | None = None
-    confirmation_id: ConfirmationId | None = None
-    receipt: Receipt | None = None
-    result: JsonValue = None
     problem: Problem
     recovered_from: str
     retryable: bool = False
@@ -245,16 +245,7 @@ JournalArtifact = (
     ExecutionArtifact | RefusalArtifact | RecoveryArtifact | ConsentArtifact | ResolutionArtifact
 )
 
-_MODELS: dict[str, type[_Body]] = {
-    model.kind: model
-    for model in (
-        ExecutionArtifact,
-        RefusalArtifact,
-        RecoveryArtifact,
-        ConsentArtifact,
-        ResolutionArtifact,
-    )
-}
+_MODELS: dict[str, type[_Body]] = {model.kind: model for model in get_args(JournalArtifact)}
 _PLAIN: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 
 

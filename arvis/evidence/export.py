@@ -23,20 +23,14 @@ class Exported:
     now: its last entries will not verify with the public key."""
 
 
+@dataclass(eq=False)
 class BundleExporter:
     """Exports runs with the deployment's public key embedded (or one given)."""
 
-    def __init__(
-        self,
-        store: LifecycleStore,
-        plans: PlanStore,
-        public_key: PublicKey | None,
-        checkpointer: Checkpointer | None,
-    ) -> None:
-        self.store = store
-        self.plans = plans
-        self.public_key = public_key
-        self.checkpointer = checkpointer
+    store: LifecycleStore
+    plans: PlanStore
+    public_key: PublicKey | None
+    checkpointer: Checkpointer | None
 
     async def export(
         self, tenant_id: TenantId, run_id: RunId, public_key: PublicKey | None = None

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from arvis.domain.authorization import DenialReason, PolicyRecord
+from arvis.domain.authorization import DenialReason, PolicyRecord, policy_record
 from arvis.domain.clock import Clock
 from arvis.domain.errors import SerializationConflict
 from arvis.domain.identity import Identity
@@ -96,27 +96,17 @@ class Admitted:
     """The policy that authorized it and the ids that decided, for its journal entry."""
 
 
+@dataclass(eq=False, kw_only=True)
 class AdmissionService:
-    def __init__(
-        self,
-        *,
-        store: LifecycleStore,
-        plans: ToolPlanSource,
-        authorization: ToolAuthorizationService,
-        outbox: IntentOutboxService,
-        clock: Clock,
-        confirmation_ttl_s: float,
-        evidence: EvidenceService | None = None,
-    ) -> None:
-        self.store = store
-        self.plans = plans
-        self.authorization = authorization
-        self.outbox = outbox
-        self.clock = clock
-        self.confirmation_ttl_s = confirmation_ttl_s
-        self.evidence = evidence
-        """Checks what a deduplicated answer serves (issue 23); None: nothing but the
-        entry's own hash."""
+    store: LifecycleStore
+    plans: ToolPlanSource
+    authorization: ToolAuthorizationService
+    outbox: IntentOutboxService
+    clock: Clock
+    confirmation_ttl_s: float
+    evidence: EvidenceService | None = None
+    """Checks what a deduplicated answer serves (issue 23); None: nothing but the
+    entry's own hash."""
 
     async def admit(
         self,
@@ -213,12 +203,7 @@ class AdmissionService:
         self, request: AdmissionRequest, step: Proceed, lease: PlanLease, ids: Ids
     ) -> SyscallResult | Admitted | DecisionHistory:
         snapshot = step.snapshot
-        policy = PolicyRecord.model_construct(
-            engine=snapshot.policy_engine,
-            version=snapshot.policy_version,
-            digest=snapshot.policy_digest,
-            policy_ids=snapshot.policy_ids,
-        )
+        policy = policy_record(snapshot)
         intent = Intent.model_construct(
             intent_id=ids.intent,
             context=snapshot.context,

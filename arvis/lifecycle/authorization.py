@@ -23,6 +23,7 @@ from arvis.domain.authorization import (
     AuthorizationSnapshot,
     DenialReason,
     DenialSnapshot,
+    policy_fields,
 )
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.clock import Clock
@@ -149,12 +150,7 @@ class ToolAuthorizationService:
             )
         )
         # -- end of the policy's input ---------------------------------------------------
-        versions = {
-            "policy_version": decision.policy_version,
-            "policy_digest": decision.policy_digest,
-            "policy_engine": decision.policy_engine,
-            "policy_ids": decision.policy_ids,
-        }
+        versions = policy_fields(decision)
         if not decision.allowed:
             assert decision.reason is not None
             return refuse(decision.reason, decision.detail, **versions)
@@ -203,10 +199,7 @@ class ToolAuthorizationService:
                 if confirmation is not None and decision.consent_required
                 else None
             ),
-            policy_version=decision.policy_version,
-            policy_digest=decision.policy_digest,
-            policy_engine=decision.policy_engine,
-            policy_ids=decision.policy_ids,
+            **versions,
         )
         return Proceed(snapshot, confirmation if decision.consent_required else None, charges)
 
@@ -277,10 +270,7 @@ def budget_refusal(step: Proceed, budget: str) -> Refuse:
             ),
             tool=snapshot.tool,
             idempotency_key=snapshot.idempotency_key,
-            policy_version=snapshot.policy_version,
-            policy_digest=snapshot.policy_digest,
-            policy_engine=snapshot.policy_engine,
-            policy_ids=snapshot.policy_ids,
+            **policy_fields(snapshot),
             budget=budget,
             resets_at=charge.resets_at,
         ),

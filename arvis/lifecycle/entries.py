@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from arvis.domain.attempt import AttemptKey
 from arvis.domain.boundary import EffectBoundary
-from arvis.domain.ids import CapabilityId, ConfirmationId, RunId, TenantId
+from arvis.domain.ids import CapabilityId, ConfirmationId
 from arvis.domain.journal import (
     EXPIRED_REASON,
     Capability,
@@ -56,11 +57,7 @@ def journal_receipt(position: int, commitment: str, store_fingerprint: str) -> R
 
 def settle_append(
     *,
-    tenant_id: TenantId,
-    run_id: RunId,
-    causal_id: str,
-    idempotency_key: str,
-    attempt: int,
+    key: AttemptKey,
     intent_id: str,
     confirmation_id: ConfirmationId | None,
     boundary: EffectBoundary,
@@ -72,11 +69,7 @@ def settle_append(
     (RESERVED for it) released or consumed as its boundary says, and — when nothing
     started — its budget charges given back, all in the one statement."""
     return JournalAppend(
-        tenant_id=tenant_id,
-        run_id=run_id,
-        causal_id=causal_id,
-        idempotency_key=idempotency_key,
-        attempt=attempt,
+        key=key,
         intent_id=intent_id,
         boundary=boundary,
         retryable=artifact.retryable,
@@ -111,11 +104,7 @@ def consent_end(
     replay, and an auditor can show it never ran. Strict: a consent no longer waiting
     makes the step 'stale'."""
     return JournalAppend(
-        tenant_id=current.tenant_id,
-        run_id=current.run_id,
-        causal_id=current.causal_id,
-        idempotency_key=current.idempotency_key,
-        attempt=None,
+        key=current.key,
         intent_id=None,
         boundary=EffectBoundary.PRE_EFFECT_REFUSAL,
         retryable=False,

@@ -21,6 +21,7 @@ entry settling it (issue 23).
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Protocol
 
 from arvis.domain.errors import ArvisError
@@ -43,17 +44,12 @@ class IntentWitness(Protocol):
         ...
 
 
+@dataclass(eq=False)
 class IntentOutboxService:
-    def __init__(
-        self,
-        sink: AuditSink | None,
-        store_fingerprint: str,
-        witness: IntentWitness | None = None,
-    ) -> None:
-        self.sink = sink
-        """A declared sink; None: the store's own (built-in) sink."""
-        self.store_fingerprint = store_fingerprint
-        self.witness = witness
+    sink: AuditSink | None
+    """A declared sink; None: the store's own (built-in) sink."""
+    store_fingerprint: str
+    witness: IntentWitness | None = None
 
     async def declared_receipt(self, intent: Intent, commitment: str) -> AuditReceipt | None:
         """The declared sink's checked receipt for ``intent``; None for the built-in sink.

@@ -11,6 +11,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from arvis.domain.attempt import AttemptKey
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.ids import (
     CapabilityId,
@@ -94,6 +95,11 @@ class ConfirmationRecord:
     expiry is judged by it (:func:`arvis.domain.states.consent_expired`)."""
 
     @property
+    def key(self) -> AttemptKey:
+        """The decision the consent is for (no attempt: it covers the decision)."""
+        return AttemptKey(self.tenant_id, self.run_id, self.causal_id, self.idempotency_key)
+
+    @property
     def requested_by(self) -> str:
         """The principal the consent was asked for (sealed in its context)."""
         return str(self.context.get("principal_id", ""))
@@ -133,6 +139,44 @@ class JournalEntry:
             object.__setattr__(self, "kind", JournalKind(self.kind))
         if self.boundary is not None and type(self.boundary) is not EffectBoundary:
             object.__setattr__(self, "boundary", EffectBoundary(self.boundary))
+
+    @classmethod
+    def placed(
+        cls,
+        key: AttemptKey,
+        kind: JournalKind,
+        intent_id: str | None,
+        boundary: EffectBoundary | None,
+        *,
+        position: int,
+        prev_hash: str,
+        entry_hash: str,
+        body_text: str,
+        recorded_at: datetime,
+    ) -> JournalEntry:
+        """The entry a step appended about ``key``, where the chain placed it."""
+        return cls(
+            key.tenant_id,
+            key.run_id,
+            position,
+            kind,
+            key.causal_id,
+            key.idempotency_key,
+            key.attempt,
+            intent_id,
+            boundary,
+            body_text,
+            prev_hash,
+            entry_hash,
+            recorded_at,
+        )
+
+    @property
+    def key(self) -> AttemptKey:
+        """The attempt the entry is about (``attempt`` None: its decision's)."""
+        return AttemptKey(
+            self.tenant_id, self.run_id, self.causal_id, self.idempotency_key, self.attempt
+        )
 
     @property
     def body(self) -> dict[str, Any]:
@@ -215,6 +259,12 @@ class InFlightAttempt:
     payload_digest: str
     policy: dict[str, Any] | None = None
     """The :class:`PolicyRecord` of the decision that admitted it (revision 0007 on)."""
+
+    @property
+    def key(self) -> AttemptKey:
+        return AttemptKey(
+            self.tenant_id, self.run_id, self.causal_id, self.idempotency_key, self.attempt
+        )
 
 
 # -- the write steps ---------------------------------------------------------

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 
 from arvis.domain.authorization import PolicyRecord
 from arvis.domain.boundary import EffectBoundary
@@ -56,22 +56,19 @@ class SettledIntent:
     owner: str
 
 
+@dataclass(eq=False)
 class RecoverySweeper:
-    def __init__(
-        self,
-        store: LifecycleStore,
-        clock: Clock,
-        *,
-        store_fingerprint: str = "",
-        batch_limit: int = 1000,
-        reconciler: Reconciler | None = None,
-    ) -> None:
-        self.store = store
-        self.clock = clock
-        self.store_fingerprint = store_fingerprint or store.fingerprint
-        self.batch_limit = batch_limit
-        self.reconciler = reconciler
-        """Asks tools' reconcile hooks about the uncertain attempts (issue 16)."""
+    store: LifecycleStore
+    clock: Clock
+    _: KW_ONLY
+    store_fingerprint: str = ""
+    """Empty: the store's own."""
+    batch_limit: int = 1000
+    reconciler: Reconciler | None = None
+    """Asks tools' reconcile hooks about the uncertain attempts (issue 16)."""
+
+    def __post_init__(self) -> None:
+        self.store_fingerprint = self.store_fingerprint or self.store.fingerprint
 
     async def sweep(self, *, owner: str | None = None) -> list[SettledIntent]:
         """Settle every in-flight attempt of expired or released leases, or, with
@@ -124,11 +121,7 @@ class RecoverySweeper:
         )
         answer = await self.store.journal(
             settle_append(
-                tenant_id=attempt.tenant_id,
-                run_id=attempt.run_id,
-                causal_id=attempt.causal_id,
-                idempotency_key=attempt.idempotency_key,
-                attempt=attempt.attempt,
+                key=attempt.key,
                 intent_id=attempt.intent_id,
                 confirmation_id=attempt.confirmation_id,
                 boundary=boundary,
@@ -183,20 +176,15 @@ def recovery_artifact(attempt: InFlightAttempt, store_fingerprint: str) -> Recov
     )
 
 
+@dataclass(eq=False)
 class RecoveryRuntime:
     """The background half of DESIGN §6: this process's lease and periodic sweeps."""
 
-    def __init__(
-        self,
-        lease: InstanceLease,
-        sweeper: RecoverySweeper,
-        *,
-        sweep_interval_s: float,
-    ) -> None:
-        self.lease = lease
-        self.sweeper = sweeper
-        self.sweep_interval_s = sweep_interval_s
-        self._chores = Chores()
+    lease: InstanceLease
+    sweeper: RecoverySweeper
+    _: KW_ONLY
+    sweep_interval_s: float
+    _chores: Chores = field(default_factory=Chores, init=False)
 
     async def start(self) -> list[SettledIntent]:
         """Take over the slots of this instance id whose holder died on this host,

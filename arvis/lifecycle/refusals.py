@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from arvis.domain.attempt import AttemptKey
 from arvis.domain.authorization import DenialReason
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.ids import IntentId
@@ -49,11 +50,13 @@ def refusal_append(
     denial = step.denial
     binds = denial.reason is not DenialReason.CAUSAL_ID_CONFLICT
     return JournalAppend(
-        tenant_id=request.identity.tenant_id,
-        run_id=request.run_id,
-        causal_id=request.causal_id,
-        idempotency_key=denial.idempotency_key,
-        attempt=step.attempt,
+        key=AttemptKey(
+            request.identity.tenant_id,
+            request.run_id,
+            request.causal_id,
+            denial.idempotency_key,
+            step.attempt,
+        ),
         intent_id=syscall_id,
         boundary=EffectBoundary.PRE_EFFECT_REFUSAL,
         retryable=False,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Coroutine
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -39,21 +40,14 @@ TRANSIENT = (StoreUnavailable, SerializationConflict)
 _LATE_MAX_DELAY_S = 5.0
 
 
+@dataclass(eq=False, kw_only=True)
 class Settlement:
-    def __init__(
-        self,
-        *,
-        store: LifecycleStore,
-        clock: Clock,
-        attempts: int,
-        sweeper: RecoverySweeper,
-    ) -> None:
-        self.store = store
-        self.clock = clock
-        self.attempts = attempts
-        self.sweeper = sweeper
-        self._late: set[asyncio.Task[None]] = set()
-        self._given_up = 0
+    store: LifecycleStore
+    clock: Clock
+    attempts: int
+    sweeper: RecoverySweeper
+    _late: set[asyncio.Task[None]] = field(default_factory=set, init=False)
+    _given_up: int = field(default=0, init=False)
 
     async def settle(self, admitted: Admitted, outcome: DispatchOutcome) -> SyscallResult:
         """Journal a dispatched attempt and answer its result (DESIGN §2 step 3)."""
@@ -91,14 +85,9 @@ class Settlement:
         late: bool,
     ) -> JournalEntry:
         intent = admitted.intent
-        context = intent.context
         answer = await self.store.journal(
             settle_append(
-                tenant_id=context.tenant_id,
-                run_id=context.run_id,
-                causal_id=context.causal_id,
-                idempotency_key=intent.idempotency_key,
-                attempt=intent.attempt,
+                key=intent.key,
                 intent_id=intent.intent_id,
                 confirmation_id=intent.confirmation_id,
                 boundary=outcome.boundary,

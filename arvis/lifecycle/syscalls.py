@@ -27,6 +27,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from arvis.domain.clock import Clock
@@ -119,33 +120,23 @@ class _Untraced:
 _UNTRACED = _Untraced()
 
 
+@dataclass(eq=False, kw_only=True)
 class SyscallHandler:
-    def __init__(
-        self,
-        *,
-        admission: AdmissionService,
-        effects: EffectDispatcher,
-        settlement: Settlement,
-        lease: InstanceLease,
-        clock: Clock,
-        production: bool = False,
-        observer: SyscallObserver | None = None,
-        tracer: SyscallTracer | None = None,
-        served_run: str | None = None,
-    ) -> None:
-        self.admission = admission
-        self.effects = effects
-        self.settlement = settlement
-        self.lease = lease
-        self.clock = clock
-        self.production = production
-        self.observer = observer
-        self.tracer = tracer
-        self.served_run = served_run
-        """A per-turn instance's run (``arvis serve-turn RUN``): the only one it admits."""
-        self._admitting = True
-        self._in_flight = 0
-        self._idle = asyncio.Event()
+    admission: AdmissionService
+    effects: EffectDispatcher
+    settlement: Settlement
+    lease: InstanceLease
+    clock: Clock
+    production: bool = False
+    observer: SyscallObserver | None = None
+    tracer: SyscallTracer | None = None
+    served_run: str | None = None
+    """A per-turn instance's run (``arvis serve-turn RUN``): the only one it admits."""
+    _admitting: bool = field(default=True, init=False)
+    _in_flight: int = field(default=0, init=False)
+    _idle: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+
+    def __post_init__(self) -> None:
         self._idle.set()
 
     async def handle(

@@ -11,14 +11,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from arvis.domain.attempt import AttemptKey
 from arvis.domain.authorization import PolicyRecord
 from arvis.domain.boundary import EffectBoundary
-from arvis.domain.ids import (
-    ConfirmationId,
-    PlanId,
-    RunId,
-    TenantId,
-)
+from arvis.domain.ids import ConfirmationId, PlanId
 from arvis.domain.intent import AuditReceipt, Intent
 from arvis.domain.journal import (
     ConsentArtifact,
@@ -103,18 +99,16 @@ class ConfirmationChange:
 class JournalAppend:
     """Append one entry to a run's chain, with the state changes that go with it."""
 
-    tenant_id: TenantId
-    run_id: RunId
-    causal_id: str
-    idempotency_key: str
-    attempt: int | None
+    key: AttemptKey
+    """The attempt the entry is about (``attempt`` None: the decision's, not an
+    attempt's)."""
     intent_id: str | None
     boundary: EffectBoundary | None
     retryable: bool
     artifact: JournalArtifact
     recorded_at: datetime
     settle: bool = False
-    """The entry settles the in-flight attempt (``idempotency_key``, ``attempt``)."""
+    """The entry settles the in-flight attempt ``key``."""
     bind: Binding | None = None
     confirmation: ConfirmationChange | None = None
     flag: str | None = None
@@ -173,11 +167,8 @@ class ConsentRenewal:
 class Resolution:
     """Append a resolution of an uncertain attempt (written by ``arvis_resolve``)."""
 
-    tenant_id: TenantId
-    run_id: RunId
-    causal_id: str
-    idempotency_key: str
-    attempt: int
+    key: AttemptKey
+    """The uncertain attempt resolved."""
     uncertain_position: int
     artifact: ResolutionArtifact
     resolved_by: str

@@ -16,8 +16,8 @@ from typing import Any, NamedTuple
 
 from psycopg_pool import AsyncConnectionPool
 
+from arvis.domain.attempt import AttemptKey
 from arvis.domain.boundary import EffectBoundary
-from arvis.domain.ids import RunId, TenantId
 from arvis.domain.journal import JournalKind, artifact_text
 from arvis.lifecycle.records import JournalEntry
 from arvis.lifecycle.writes import (
@@ -42,13 +42,14 @@ def journal_record(append: JournalAppend, body_text: str, recorded_at: str) -> s
     """``append`` as the one JSON record ``arvis_journal`` takes (its fields are those
     of ``arvis_journal_step``). Parts that do not apply are left out: absent is NULL,
     and an absent switch is false."""
+    key = append.key
     record: dict[str, Any] = {
-        "tenant": append.tenant_id,
-        "run": append.run_id,
+        "tenant": key.tenant_id,
+        "run": key.run_id,
         "kind": append.artifact.kind.value,
-        "causal": append.causal_id,
-        "idempotency_key": append.idempotency_key,
-        "attempt": append.attempt,
+        "causal": key.causal_id,
+        "idempotency_key": key.idempotency_key,
+        "attempt": key.attempt,
         "intent": append.intent_id,
         "boundary": None if append.boundary is None else append.boundary.value,
         "retryable": append.retryable,
@@ -102,14 +103,11 @@ def _renewal_json(renewal: ConsentRenewal | None) -> str | None:
 
 
 class JournalHeader(NamedTuple):
-    """What a journaling step knows of the entry before the statement places it."""
+    """What a journaling step knows of the entry before the statement places it (the
+    leading arguments of :meth:`JournalEntry.placed`)."""
 
-    tenant_id: TenantId
-    run_id: RunId
+    key: AttemptKey
     kind: JournalKind
-    causal_id: str
-    idempotency_key: str
-    attempt: int | None = None
     intent_id: str | None = None
     boundary: EffectBoundary | None = None
 
@@ -134,19 +132,12 @@ class PgJournal(PgPool):
             return status, None
         assert prev_hash is not None
         assert entry_hash is not None
-        entry = JournalEntry(
-            tenant_id=header.tenant_id,
-            run_id=header.run_id,
+        entry = JournalEntry.placed(
+            *header,
             position=position,
-            kind=header.kind,
-            causal_id=header.causal_id,
-            idempotency_key=header.idempotency_key,
-            attempt=header.attempt,
-            intent_id=header.intent_id,
-            boundary=header.boundary,
-            body_text=body,
             prev_hash=prev_hash,
             entry_hash=entry_hash,
+            body_text=body,
             recorded_at=datetime.fromisoformat(at),
         )
         # 'existing': a retried statement found its own append committed (the first
@@ -159,16 +150,7 @@ class PgJournal(PgPool):
     async def journal(self, append: JournalAppend) -> AppendAnswer:
         body = artifact_text(append.artifact)
         at = stamp(append.recorded_at)
-        header = JournalHeader(
-            append.tenant_id,
-            append.run_id,
-            append.artifact.kind,
-            append.causal_id,
-            append.idempotency_key,
-            append.attempt,
-            append.intent_id,
-            append.boundary,
-        )
+        header = JournalHeader(append.key, append.artifact.kind, append.intent_id, append.boundary)
         status, entry = await self._append(
             JOURNAL_SQL, (journal_record(append, body, at),), header, body, at
         )
@@ -178,12 +160,13 @@ class PgJournal(PgPool):
         body = artifact_text(resolution.artifact)
         at = stamp(resolution.recorded_at)
         boundary = resolution.artifact.boundary
+        key = resolution.key
         params = (
-            resolution.tenant_id,
-            resolution.run_id,
-            resolution.causal_id,
-            resolution.idempotency_key,
-            resolution.attempt,
+            key.tenant_id,
+            key.run_id,
+            key.causal_id,
+            key.idempotency_key,
+            key.attempt,
             resolution.uncertain_position,
             boundary.value,
             resolution.resolved_by,
@@ -191,14 +174,9 @@ class PgJournal(PgPool):
             at,
             _renewal_json(resolution.renewal),
         )
-        header = JournalHeader(
-            resolution.tenant_id,
-            resolution.run_id,
-            JournalKind.RESOLUTION,
-            resolution.causal_id,
-            resolution.idempotency_key,
-            boundary=boundary,
-        )
+        # The resolution's entry is the decision's, not the attempt's (as arvis_resolve
+        # appends it).
+        header = JournalHeader(key.decision(), JournalKind.RESOLUTION, boundary=boundary)
         status, entry = await self._append(RESOLVE_SQL, params, header, body, at)
         return ResolveAnswer(status=status, entry=entry)
 
@@ -223,12 +201,6 @@ class PgJournal(PgPool):
             body,
             at,
         )
-        header = JournalHeader(
-            record.tenant_id,
-            record.run_id,
-            JournalKind.CONFIRMATION,
-            record.causal_id,
-            record.idempotency_key,
-        )
+        header = JournalHeader(record.key, JournalKind.CONFIRMATION)
         status, entry = await self._append(APPROVE_SQL, params, header, body, at)
         return ApproveAnswer(status=status, entry=entry if status == "appended" else None)

@@ -86,10 +86,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
 import httpx
 from pydantic import (
+    AfterValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -148,6 +149,10 @@ def check_endpoint(url: str) -> str:
     return url
 
 
+Endpoint = Annotated[str, Field(pattern=r"^https?://"), AfterValidator(check_endpoint)]
+"""A configured endpoint's URL, checked by :func:`check_endpoint`."""
+
+
 class HttpToolConfig(HeaderFields):
     """One ``[[tools.http]]`` entry."""
 
@@ -156,7 +161,7 @@ class HttpToolConfig(HeaderFields):
 
     name: str
     description: str
-    url: str = Field(pattern=r"^https?://")
+    url: Endpoint
     """The endpoint; its host is what the egress gate checks."""
     effect: Effect
     replay_safety: ReplaySafety
@@ -168,11 +173,6 @@ class HttpToolConfig(HeaderFields):
     not_started_statuses: list[int] = Field(default_factory=list)
     """Error statuses (400-599) the endpoint answers only before it acts: the operator's
     word that such an answer means the effect did not start (DESIGN §10)."""
-
-    @field_validator("url")
-    @classmethod
-    def _endpoint(cls, url: str) -> str:
-        return check_endpoint(url)
 
     @field_validator("reconcile_url")
     @classmethod

@@ -9,6 +9,7 @@ the background, never in a syscall.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 
 import httpx
 
@@ -27,21 +28,18 @@ from arvis.lifecycle.consent.notify import (
 log = logging.getLogger(__name__)
 
 
+@dataclass(eq=False)
 class NotificationDeliverer:
     """Posts outbox events to the webhooks; runs in the background, never in a syscall."""
 
-    def __init__(
-        self,
-        outbox: OutboxStore,
-        notifications: Notifications,
-        http: httpx.AsyncClient,
-        clock: Clock,
-    ) -> None:
-        self.outbox = outbox
-        self.notifications = notifications
-        self.http = http
-        self.clock = clock
-        self._patterns = normalised_patterns(notifications.config.egress_hosts)
+    outbox: OutboxStore
+    notifications: Notifications
+    http: httpx.AsyncClient
+    clock: Clock
+    _patterns: frozenset[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._patterns = normalised_patterns(self.notifications.config.egress_hosts)
 
     async def deliver_once(self, *, limit: int = 50) -> int:
         """One pass: deliver what is due; answer how many events are done."""

@@ -169,7 +169,7 @@ def compose_fake_lifecycle(
     resolutions = ResolutionService(
         store, clock, allow_self_resolution=allow_self_approval, confirmation_ttl_s=ttl_s
     )
-    reconciler = Reconciler(store, plans, resolutions, reconcile)
+    reconciler = Reconciler(store, plans, resolutions, reconcile or ReconcileSettings())
     sweeper = RecoverySweeper(store, clock, reconciler=reconciler)
     evidence = EvidenceService(store, clock, flags=store)
     admission = AdmissionService(

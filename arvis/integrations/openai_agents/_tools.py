@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from agents import FunctionTool, RunContextWrapper, RunState, ToolApprovalItem
@@ -57,6 +57,7 @@ class _Seen:
     outcome: SyscallAnswer | ArvisClientError
 
 
+@dataclass(eq=False)
 class GovernedTools:
     """Makes SDK tools whose bodies run only inside ARVIS, for one run.
 
@@ -79,19 +80,12 @@ class GovernedTools:
     ends the run: guessing would risk a second effect.
     """
 
-    def __init__(
-        self,
-        client: AsyncArvisClient,
-        run_id: str,
-        *,
-        causal_id: Callable[[str], str] = causal_id_for_call,
-        retry: RetryPolicy | None = None,
-    ) -> None:
-        self.client = client
-        self.run_id = run_id
-        self.causal_id = causal_id
-        self.retry = retry
-        self._seen: dict[str, _Seen] = {}
+    client: AsyncArvisClient
+    run_id: str
+    _: KW_ONLY
+    causal_id: Callable[[str], str] = causal_id_for_call
+    retry: RetryPolicy | None = None
+    _seen: dict[str, _Seen] = field(default_factory=dict, init=False)
 
     async def tools(
         self, *, only: Iterable[str] | None = None, names: Mapping[str, str] | None = None

@@ -52,7 +52,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from arvis.domain.egress import egress_host, host_allowed, normalised_patterns
 from arvis.domain.errors import ArvisError, ConfigurationError
 from arvis.domain.sections import parse_section
-from arvis.tools.http import check_endpoint
+from arvis.tools.http import Endpoint
 
 log = logging.getLogger(__name__)
 
@@ -76,17 +76,12 @@ class WebhookConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")
-    url: str = Field(pattern=r"^https?://")
+    url: Endpoint
     secret_env: str = Field(pattern=_ENV_NAME.pattern)
     """The environment variable that holds the HMAC secret (never the secret itself)."""
     events: list[str] | None = None
     tenants: list[str] | None = None
     timeout_s: float = Field(default=5.0, gt=0, le=60)
-
-    @field_validator("url")
-    @classmethod
-    def _endpoint(cls, url: str) -> str:
-        return check_endpoint(url)
 
     @field_validator("events")
     @classmethod

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -61,6 +62,7 @@ def parse_reconcile_config(raw: Mapping[str, Any]) -> ReconcileSettings:
 _NO_HOOK_RECHECK_S = 24 * 3600.0
 
 
+@dataclass(eq=False)
 class Reconciler:
     """Asks tools' reconcile hooks about uncertain attempts still open (issue 16).
 
@@ -71,17 +73,10 @@ class Reconciler:
     a machine's word is not a person's consent (module docstring).
     """
 
-    def __init__(
-        self,
-        store: LifecycleStore,
-        plans: ToolPlanSource,
-        resolutions: ResolutionService,
-        settings: ReconcileSettings | None = None,
-    ) -> None:
-        self.store = store
-        self.plans = plans
-        self.resolutions = resolutions
-        self.settings = settings or ReconcileSettings()
+    store: LifecycleStore
+    plans: ToolPlanSource
+    resolutions: ResolutionService
+    settings: ReconcileSettings = field(default_factory=ReconcileSettings)
 
     async def sweep(self, *, limit: int = 100) -> int:
         """Ask about every open uncertain attempt that is due; answer how many resolved."""

@@ -28,6 +28,7 @@ it like any approved consent.
 from __future__ import annotations
 
 import logging
+from dataclasses import KW_ONLY, dataclass
 from datetime import timedelta
 
 from arvis.domain.boundary import RESOLVED_BOUNDARIES, EffectBoundary
@@ -67,21 +68,15 @@ _ROUNDS = 4
 _DEFAULT_TTL_S = 24 * 3600.0
 
 
+@dataclass(eq=False)
 class ResolutionService:
     """Resolves uncertain attempts, as one store step each (``arvis_resolve``)."""
 
-    def __init__(
-        self,
-        store: LifecycleStore,
-        clock: Clock,
-        *,
-        allow_self_resolution: bool = False,
-        confirmation_ttl_s: float = _DEFAULT_TTL_S,
-    ) -> None:
-        self.store = store
-        self.clock = clock
-        self.allow_self_resolution = allow_self_resolution
-        self.confirmation_ttl_s = confirmation_ttl_s
+    store: LifecycleStore
+    clock: Clock
+    _: KW_ONLY
+    allow_self_resolution: bool = False
+    confirmation_ttl_s: float = _DEFAULT_TTL_S
 
     async def resolve(
         self,
@@ -173,11 +168,7 @@ class ResolutionService:
             )
             answer = await self.store.resolve(
                 Resolution(
-                    tenant_id=entry.tenant_id,
-                    run_id=entry.run_id,
-                    causal_id=entry.causal_id,
-                    idempotency_key=entry.idempotency_key,
-                    attempt=entry.attempt,
+                    key=entry.key,
                     uncertain_position=entry.position,
                     artifact=artifact,
                     resolved_by=resolved_by,

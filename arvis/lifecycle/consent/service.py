@@ -9,6 +9,8 @@ and is journaled as a refusal of the decision.
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY, dataclass
+
 from arvis.domain.clock import Clock
 from arvis.domain.identity import Identity
 from arvis.domain.ids import ConfirmationId, TenantId
@@ -53,13 +55,12 @@ def _decider(identity: Identity) -> Decider:
     )
 
 
+@dataclass(eq=False)
 class ConsentService:
-    def __init__(
-        self, store: LifecycleStore, clock: Clock, *, allow_self_approval: bool = False
-    ) -> None:
-        self.store = store
-        self.clock = clock
-        self.allow_self_approval = allow_self_approval
+    store: LifecycleStore
+    clock: Clock
+    _: KW_ONLY
+    allow_self_approval: bool = False
 
     async def approve(
         self, approver: Identity, confirmation_id: ConfirmationId

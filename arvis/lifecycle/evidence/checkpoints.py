@@ -34,7 +34,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
 from typing import Protocol
 
@@ -93,32 +93,23 @@ _STORED_LOOKBACK = 8
 # another key (rotated) or a forged row is skipped, not trusted.
 
 
+@dataclass(eq=False)
 class Checkpointer:
     """Signs run heads in the background: every ``every`` entries, and when idle."""
 
-    def __init__(
-        self,
-        signer: CheckpointSigner,
-        store: CheckpointStore,
-        clock: Clock,
-        policy: CheckpointPolicy,
-        *,
-        journal: LifecycleStore,
-        witness: CheckpointWitness | None = None,
-        monotonic: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.signer = signer
-        self.store = store
-        self.clock = clock
-        self.policy = policy
-        self.journal = journal
-        """Where the entries between two signed heads are read back from."""
-        self.witness = witness
-        self._monotonic = monotonic
-        self._unsigned: dict[tuple[str, str], _Head] = {}
-        self._signed: dict[tuple[str, str], tuple[int, str]] = {}
-        self._refused: set[tuple[str, str]] = set()
-        self._tasks: set[asyncio.Task[int]] = set()
+    signer: CheckpointSigner
+    store: CheckpointStore
+    clock: Clock
+    policy: CheckpointPolicy
+    _: KW_ONLY
+    journal: LifecycleStore
+    """Where the entries between two signed heads are read back from."""
+    witness: CheckpointWitness | None = None
+    monotonic: Callable[[], float] = time.monotonic
+    _unsigned: dict[tuple[str, str], _Head] = field(default_factory=dict, init=False)
+    _signed: dict[tuple[str, str], tuple[int, str]] = field(default_factory=dict, init=False)
+    _refused: set[tuple[str, str]] = field(default_factory=set, init=False)
+    _tasks: set[asyncio.Task[int]] = field(default_factory=set, init=False)
 
     def note(self, entry: JournalEntry) -> None:
         """An entry was appended (called by the store; must not block)."""
@@ -134,7 +125,7 @@ class Checkpointer:
         head.length, head.head_hash, head.noted = (
             entry.position,
             entry.entry_hash,
-            self._monotonic(),
+            self.monotonic(),
         )
         every = self.policy.every
         if every and entry.position % every == 0:
@@ -150,7 +141,7 @@ class Checkpointer:
         """Checkpoint every noted run quiet for ``idle_s``; how many were signed."""
         if not self.policy.idle_s:
             return 0
-        cutoff = self._monotonic() - self.policy.idle_s
+        cutoff = self.monotonic() - self.policy.idle_s
         due = [key for key, head in self._unsigned.items() if head.noted <= cutoff]
         signed = 0
         for key in due:

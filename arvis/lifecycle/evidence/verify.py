@@ -61,6 +61,7 @@ _REMEMBERED_SIGNATURES = 4096
 _REMEMBERED_COVERED = 65_536
 
 
+@dataclasses.dataclass(eq=False)
 class EvidenceService:
     """Verification with the deployment's own evidence, and the check of what is served.
 
@@ -70,32 +71,25 @@ class EvidenceService:
     witness is read (this process hands the witness its last entries first).
     """
 
-    def __init__(
-        self,
-        store: LifecycleStore,
-        clock: Clock,
-        *,
-        key: TrustedKey | None = None,
-        witness: WitnessSource | None = None,
-        flags: EvidenceFlags | None = None,
-        grace_s: float = WITNESS_GRACE_S,
-        before_witness: Sequence[Callable[[], Awaitable[object]]] = (),
-        pending: Sequence[Callable[[str, str], list[dict[str, object]]]] = (),
-    ) -> None:
-        self.store = store
-        self.clock = clock
-        self.key = key
-        self.witness = witness
-        self.flags = flags
-        self.grace_s = grace_s
-        self.before_witness = tuple(before_witness)
-        self.pending = tuple(pending)
-        """Records of entries this process appended that the witness will take: read
-        with the witness's own."""
-        self._verified: OrderedDict[tuple[str, bytes], None] = OrderedDict()
-        self._covered: OrderedDict[tuple[str, str, int], str] = OrderedDict()
-        """(tenant, run, position) → the hash a signed checkpoint was shown to cover
-        there: a later answer from that window recomputes its entry and compares."""
+    store: LifecycleStore
+    clock: Clock
+    _: dataclasses.KW_ONLY
+    key: TrustedKey | None = None
+    witness: WitnessSource | None = None
+    flags: EvidenceFlags | None = None
+    grace_s: float = WITNESS_GRACE_S
+    before_witness: tuple[Callable[[], Awaitable[object]], ...] = ()
+    pending: tuple[Callable[[str, str], list[dict[str, object]]], ...] = ()
+    """Records of entries this process appended that the witness will take: read
+    with the witness's own."""
+    _verified: OrderedDict[tuple[str, bytes], None] = dataclasses.field(
+        default_factory=OrderedDict, init=False
+    )
+    _covered: OrderedDict[tuple[str, str, int], str] = dataclasses.field(
+        default_factory=OrderedDict, init=False
+    )
+    """(tenant, run, position) → the hash a signed checkpoint was shown to cover
+    there: a later answer from that window recomputes its entry and compares."""
 
     async def verify(
         self, tenant_id: TenantId, run_id: RunId, visit: ChainVisitor | None = None

@@ -58,13 +58,13 @@ async def budget_report(
     return views
 
 
+@dataclass(eq=False)
 class BudgetReports:
     """The deployment's budgets and their use, for auditors and admins."""
 
-    def __init__(self, store: LifecycleStore, budgets: Budgets, clock: Clock) -> None:
-        self.store = store
-        self.budgets = budgets
-        self.clock = clock
+    store: LifecycleStore
+    budgets: Budgets
+    clock: Clock
 
     async def report(self, tenant_id: TenantId) -> list[BudgetView]:
         return await budget_report(self.store, self.budgets, tenant_id, self.clock.now())

@@ -168,11 +168,7 @@ def settle(
     release: bool = False,
 ) -> JournalAppend:
     return JournalAppend(
-        tenant_id=T,
-        run_id=it.context.run_id,
-        causal_id=it.context.causal_id,
-        idempotency_key=it.idempotency_key,
-        attempt=it.attempt,
+        key=it.key,
         intent_id=it.intent_id,
         boundary=boundary,
         retryable=False,
@@ -194,11 +190,7 @@ def refusal(it: Intent, *, attempt: int, principal: str = "p", bind: bool = Fals
         idempotency_key=it.idempotency_key,
     )
     return JournalAppend(
-        tenant_id=T,
-        run_id=it.context.run_id,
-        causal_id=it.context.causal_id,
-        idempotency_key=it.idempotency_key,
-        attempt=attempt,
+        key=replace(it.key, attempt=attempt),
         intent_id=f"refused-{next(_n)}",
         boundary=EffectBoundary.PRE_EFFECT_REFUSAL,
         retryable=False,
@@ -467,8 +459,9 @@ async def test_refusals_take_the_next_attempt_number_only(ops: LifecycleStore) -
 
 async def test_an_append_to_no_run_fails_and_writes_nothing(ops: LifecycleStore) -> None:
     run = fresh("run")
+    it = intent(run)
     append = replace(
-        settle(intent(run), EffectBoundary.EFFECT_COMPLETED), settle=False, attempt=None
+        settle(it, EffectBoundary.EFFECT_COMPLETED), settle=False, key=it.key.decision()
     )
     with pytest.raises(StoreError):
         await ops.journal(append)
@@ -573,11 +566,7 @@ async def test_an_expired_consent_takes_no_approval_and_is_expirable(ops: Lifecy
 
 def resolution(it: Intent, position: int, entry_hash: str, **extra: object) -> Resolution:
     return Resolution(
-        tenant_id=T,
-        run_id=it.context.run_id,
-        causal_id=it.context.causal_id,
-        idempotency_key=it.idempotency_key,
-        attempt=it.attempt,
+        key=it.key,
         uncertain_position=position,
         artifact=ResolutionArtifact(
             tool="echo",
@@ -798,11 +787,7 @@ async def test_a_decision_on_a_consent_no_longer_waiting_is_stale(ops: Lifecycle
     it = intent(fresh("run"))
     record = await ask_consent(ops, it)
     deny = JournalAppend(
-        tenant_id=T,
-        run_id=it.context.run_id,
-        causal_id=it.context.causal_id,
-        idempotency_key=it.idempotency_key,
-        attempt=None,
+        key=it.key.decision(),
         intent_id=None,
         boundary=None,
         retryable=False,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -142,10 +143,11 @@ def test_the_journal_record_names_every_field_of_the_writers_argument(database: 
         )
     }
     record = confirmation(request(SEND), ConfirmationState.APPROVED)
+    ending = expiry(record, NOW)
     full = JournalAppend(
         **{
-            **{name: getattr(expiry(record, NOW), name) for name in JournalAppend.__slots__},
-            "attempt": 1,
+            **{name: getattr(ending, name) for name in JournalAppend.__slots__},
+            "key": replace(ending.key, attempt=1),
             "intent_id": "int_1",
             "settle": True,
             "release_budgets": True,

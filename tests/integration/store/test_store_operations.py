@@ -106,11 +106,7 @@ def _settle(
     confirmation: ConfirmationChange | None = None,
 ) -> JournalAppend:
     return JournalAppend(
-        tenant_id=T,
-        run_id=intent.context.run_id,
-        causal_id=intent.context.causal_id,
-        idempotency_key=intent.idempotency_key,
-        attempt=intent.attempt,
+        key=intent.key,
         intent_id=intent.intent_id,
         boundary=boundary,
         retryable=False,
@@ -196,11 +192,7 @@ def _refusal(intent: Intent, principal: str) -> JournalAppend:
         idempotency_key=intent.idempotency_key,
     )
     return JournalAppend(
-        tenant_id=T,
-        run_id=intent.context.run_id,
-        causal_id=intent.context.causal_id,
-        idempotency_key=intent.idempotency_key,
-        attempt=1,
+        key=replace(intent.key, attempt=1),
         intent_id=f"refused-{intent.intent_id}",
         boundary=EffectBoundary.PRE_EFFECT_REFUSAL,
         retryable=False,
@@ -404,11 +396,7 @@ async def test_a_refusal_under_a_taken_attempt_number_is_stale(
         idempotency_key=intent.idempotency_key,
     )
     refusal = JournalAppend(
-        tenant_id=T,
-        run_id=intent.context.run_id,
-        causal_id=intent.context.causal_id,
-        idempotency_key=intent.idempotency_key,
-        attempt=1,
+        key=replace(intent.key, attempt=1),
         intent_id="refused-syscall",
         boundary=EffectBoundary.PRE_EFFECT_REFUSAL,
         retryable=False,
@@ -425,12 +413,16 @@ async def test_a_refusal_under_a_taken_attempt_number_is_stale(
     )
     assert (await store.ops.journal(refusal)).status == "stale"
     # The next attempt number is free: the refusal takes it.
-    assert (await store.ops.journal(replace(refusal, attempt=2))).status == "appended"
+    assert (
+        await store.ops.journal(replace(refusal, key=replace(refusal.key, attempt=2)))
+    ).status == "appended"
 
 
 async def test_a_step_that_fails_writes_nothing(store: PgStore, plan: PlanId) -> None:
     intent = _intent("run-that-does-not-exist")
-    append = replace(_settle(intent, EffectBoundary.EFFECT_COMPLETED), settle=False, attempt=None)
+    append = replace(
+        _settle(intent, EffectBoundary.EFFECT_COMPLETED), settle=False, key=intent.key.decision()
+    )
     with pytest.raises(StoreError):
         await store.ops.journal(append)
     assert await _rows(

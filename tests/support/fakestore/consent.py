@@ -94,9 +94,14 @@ class ConsentSteps(StoreBase):
         return ResolveAnswer(status, entry)  # type: ignore[arg-type]
 
     def _resolve(self, t: Tables, r: Resolution) -> tuple[str, JournalEntry | None]:
-        tenant, key, attempt = r.tenant_id, r.idempotency_key, r.attempt
+        tenant, run, key, attempt = (
+            r.key.tenant_id,
+            r.key.run_id,
+            r.key.idempotency_key,
+            r.key.attempt,
+        )
         row = t.resolutions.get((tenant, key, attempt))
-        if row is None or row.run_id != r.run_id or row.uncertain_position != r.uncertain_position:
+        if row is None or row.run_id != run or row.uncertain_position != r.uncertain_position:
             return "not_uncertain", None
         if row.boundary is not None:
             return "resolved", None
@@ -118,12 +123,8 @@ class ConsentSteps(StoreBase):
             self.now(),
             t,
             Append(
-                tenant=tenant,
-                run=r.run_id,
+                key=r.key.decision(),
                 kind="resolution",
-                causal=r.causal_id,
-                key=key,
-                attempt=None,
                 intent=None,
                 boundary=boundary,
                 retryable=False,
@@ -202,12 +203,8 @@ class ConsentSteps(StoreBase):
             self.now(),
             t,
             Append(
-                tenant=tenant,
-                run=record.run_id,
+                key=record.key,
                 kind="confirmation",
-                causal=record.causal_id,
-                key=record.idempotency_key,
-                attempt=None,
                 intent=None,
                 boundary=None,
                 retryable=False,

@@ -7,12 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
+from arvis.domain.attempt import AttemptKey
+from arvis.domain.boundary import EffectBoundary
 from arvis.domain.errors import IntegrityConflict
-from arvis.domain.ids import RunId, TenantId
 from arvis.domain.journal import (
     ConsentArtifact,
     ExecutionArtifact,
     JournalArtifact,
+    JournalKind,
     RecoveryArtifact,
     RefusalArtifact,
     ResolutionArtifact,
@@ -54,12 +56,8 @@ def stamp(moment: datetime) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Append:
-    tenant: str
-    run: str
+    key: AttemptKey
     kind: str
-    causal: str
-    key: str
-    attempt: int | None
     intent: str | None
     boundary: str | None
     retryable: bool
@@ -70,19 +68,20 @@ class Append:
 
 def append_entry(now: datetime, t: Tables, a: Append) -> JournalEntry:
     """Place ``a`` at the run's head; ``now`` is the database's clock."""
-    run = t.runs.get((a.tenant, a.run))
+    k = a.key
+    run = t.runs.get((k.tenant_id, k.run_id))
     if run is None:
-        raise Refused(IntegrityConflict(f"run {a.run} does not exist", None))
+        raise Refused(IntegrityConflict(f"run {k.run_id} does not exist", None))
     position = run.journal_length + 1
     entry_hash = chain_hash(
         prev_hash=run.journal_head,
-        tenant_id=a.tenant,
-        run_id=a.run,
+        tenant_id=k.tenant_id,
+        run_id=k.run_id,
         position=position,
         kind=a.kind,
-        causal_id=a.causal,
-        idempotency_key=a.key,
-        attempt=a.attempt,
+        causal_id=k.causal_id,
+        idempotency_key=k.idempotency_key,
+        attempt=k.attempt,
         intent_id=a.intent,
         boundary=a.boundary,
         recorded_at=a.recorded,
@@ -91,44 +90,41 @@ def append_entry(now: datetime, t: Tables, a: Append) -> JournalEntry:
     reason = run.audit_incomplete_reason
     if a.flag is not None:
         reason = a.flag if reason is None else f"{reason}; {a.flag}"
-    t.runs[(a.tenant, a.run)] = replace(
+    t.runs[(k.tenant_id, k.run_id)] = replace(
         run,
         journal_length=position,
         journal_head=entry_hash,
         audit_incomplete=run.audit_incomplete or a.flag is not None,
         audit_incomplete_reason=reason,
     )
-    entry = JournalEntry(
-        tenant_id=TenantId(a.tenant),
-        run_id=RunId(a.run),
+    entry = JournalEntry.placed(
+        k,
+        JournalKind(a.kind),
+        a.intent,
+        None if a.boundary is None else EffectBoundary(a.boundary),
         position=position,
-        kind=a.kind,
-        causal_id=a.causal,
-        idempotency_key=a.key,
-        attempt=a.attempt,
-        intent_id=a.intent,
-        boundary=a.boundary,
-        body_text=a.body_text,
         prev_hash=run.journal_head,
         entry_hash=entry_hash,
+        body_text=a.body_text,
         recorded_at=datetime.fromisoformat(a.recorded),
     )
-    t.entries[(a.tenant, a.run, position)] = StoredEntry(entry, a.retryable)
-    if a.attempt is not None:
-        t.by_attempt[(a.tenant, a.key, a.attempt)] = (a.tenant, a.run, position)
-        t.last_attempt[(a.tenant, a.key)] = max(t.last_attempt.get((a.tenant, a.key), 0), a.attempt)
+    tenant, key, attempt = k.tenant_id, k.idempotency_key, k.attempt
+    t.entries[(tenant, k.run_id, position)] = StoredEntry(entry, a.retryable)
+    if attempt is not None:
+        t.by_attempt[(tenant, key, attempt)] = (tenant, k.run_id, position)
+        t.last_attempt[(tenant, key)] = max(t.last_attempt.get((tenant, key), 0), attempt)
     if a.kind == "resolution":
-        t.events = (*t.events, ("effect.resolved", f"{a.run}:{position}"))
+        t.events = (*t.events, ("effect.resolved", f"{k.run_id}:{position}"))
     elif a.boundary in UNCERTAIN:
-        if a.attempt is not None:
+        if attempt is not None:
             t.resolutions.setdefault(
-                (a.tenant, a.key, a.attempt),
+                (tenant, key, attempt),
                 ResolutionRow(
-                    run_id=a.run,
-                    causal_id=a.causal,
+                    run_id=k.run_id,
+                    causal_id=k.causal_id,
                     uncertain_position=position,
                     next_ask_at=now,
                 ),
             )
-        t.events = (*t.events, ("effect.uncertain", f"{a.run}:{position}"))
+        t.events = (*t.events, ("effect.uncertain", f"{k.run_id}:{position}"))
     return entry

@@ -167,7 +167,8 @@ class FakeLifecycleStore(ConsentSteps, ChoreSteps):
         return AppendAnswer(status, entry)  # type: ignore[arg-type]
 
     def _journal(self, t: Tables, append: JournalAppend) -> tuple[str, JournalEntry | None]:
-        tenant, run, key = append.tenant_id, append.run_id, append.idempotency_key
+        k = append.key
+        tenant, run, key = k.tenant_id, k.run_id, k.idempotency_key
         body_text = artifact_text(append.artifact)
         recorded = stamp(append.recorded_at)
         boundary = None if append.boundary is None else append.boundary.value
@@ -179,7 +180,7 @@ class FakeLifecycleStore(ConsentSteps, ChoreSteps):
                 tenant=tenant,
                 run=run,
                 plan=bind.plan_id,
-                causal=append.causal_id,
+                causal=k.causal_id,
                 key=key,
                 tool=bind.tool,
                 digest=bind.payload_digest,
@@ -188,7 +189,7 @@ class FakeLifecycleStore(ConsentSteps, ChoreSteps):
             )
             if bound in ("causal_conflict", "identity_mismatch"):
                 return bound, None
-        attempt = append.attempt
+        attempt = k.attempt
         if attempt is not None:
             old = t.attempt_entry(tenant, key, attempt)
             if old is not None:
@@ -236,12 +237,8 @@ class FakeLifecycleStore(ConsentSteps, ChoreSteps):
             self.now(),
             t,
             Append(
-                tenant=tenant,
-                run=run,
+                key=k,
                 kind=kind_of(append.artifact),
-                causal=append.causal_id,
-                key=key,
-                attempt=attempt,
                 intent=append.intent_id,
                 boundary=boundary,
                 retryable=append.retryable,

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from arvis.domain.attempt import AttemptKey
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.ids import ConfirmationId
 from arvis.domain.journal import (
@@ -50,11 +51,7 @@ def test_the_settling_entry_releases_or_consumes_the_consent_as_its_boundary_say
     boundary: EffectBoundary,
 ) -> None:
     append = settle_append(
-        tenant_id=request(SEND).identity.tenant_id,
-        run_id=request(SEND).run_id,
-        causal_id="c",
-        idempotency_key="k",
-        attempt=1,
+        key=AttemptKey(request(SEND).identity.tenant_id, request(SEND).run_id, "c", "k", 1),
         intent_id="int_1",
         confirmation_id=ConfirmationId("cf_1"),
         boundary=boundary,
