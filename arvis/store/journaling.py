@@ -103,8 +103,7 @@ def _renewal_json(renewal: ConsentRenewal | None) -> str | None:
 
 
 class JournalHeader(NamedTuple):
-    """What a journaling step knows of the entry before the statement places it (the
-    leading arguments of :meth:`JournalEntry.placed`)."""
+    """What a journaling step knows of the entry before the statement places it."""
 
     key: AttemptKey
     kind: JournalKind
@@ -133,7 +132,10 @@ class PgJournal(PgPool):
         assert prev_hash is not None
         assert entry_hash is not None
         entry = JournalEntry.placed(
-            *header,
+            header.key,
+            header.kind,
+            header.intent_id,
+            header.boundary,
             position=position,
             prev_hash=prev_hash,
             entry_hash=entry_hash,
