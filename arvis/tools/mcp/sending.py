@@ -15,11 +15,17 @@ included) watches each ``tools/call`` POST by the ARVIS call id in its ``_meta``
 Both checks and marks happen on the one event loop with no await between them, so a
 POST either began before the caller gave up (then the outcome is unknown) or never
 will. Anything else may follow a request that arrived.
+
+The second proof rests on the HTTP library's trace events. It fails closed: it is
+trusted only once a request of the session has been seen to fire them; a request that
+completed without firing them (a library that renamed its events) withdraws it for
+good, and only a refused connection proves anything from then on.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
@@ -27,6 +33,8 @@ from typing import Any, cast
 import httpx2
 
 from arvis.tools.mcp.keys import CALL_ID
+
+log = logging.getLogger(__name__)
 
 _SENDING = ("http11.send_request_headers.started", "http2.send_request_headers.started")
 """The trace events after which bytes of the request may be on the wire."""
@@ -47,18 +55,20 @@ class SendProof:
         self._refused: set[str] = set()
         self._began: set[str] = set()
         self._abandoned: OrderedDict[str, None] = OrderedDict()
+        self._traced: bool | None = None
+        """Whether the trace events are seen: None until a request completed."""
 
-    def never_sent(self, call_id: str | None) -> bool:
+    def abandon_if_unsent(self, call_id: str | None) -> bool:
         """True when nothing of the call left ARVIS, and from now on nothing will.
 
-        A call whose POST was refused, or that never began to send (it is abandoned
-        here, so a late POST stops before its first byte).
+        A call whose POST was refused; or, while the trace events are trusted, one that
+        never began to send (abandoned here, so a late POST stops before its first byte).
         """
         if call_id is None:
             return False
         if call_id in self._refused:
             return True
-        if call_id in self._began:
+        if self._traced is not True or call_id in self._began:
             return False
         self._abandoned[call_id] = None
         while len(self._abandoned) > _ABANDONED_KEPT:
@@ -71,27 +81,40 @@ class SendProof:
             self._refused.discard(call_id)
             self._began.discard(call_id)
 
-    def watch(self, request: httpx2.Request) -> str | None:
-        """Arm ``request``'s trace: the call it carries is noted when it begins to send."""
+    def watch(self, request: httpx2.Request) -> Callable[[], None]:
+        """Arm ``request``'s trace; the callable returned is called once it completed."""
         call_id = _call_id_of(request)
-        if call_id is None:
-            return None
-        if call_id in self._abandoned:
+        if call_id is not None and call_id in self._abandoned:
             raise Abandoned("the call was given up before its request was sent")
         inner = cast("_Trace | None", request.extensions.get("trace"))
+        sending = False
 
         async def trace(name: str, info: dict[str, Any]) -> None:
+            nonlocal sending
             if name in _SENDING:
-                if call_id in self._abandoned:
-                    raise Abandoned("the call was given up before its request was sent")
-                self._began.add(call_id)
+                if call_id is not None:
+                    if call_id in self._abandoned:
+                        raise Abandoned("the call was given up before its request was sent")
+                    self._began.add(call_id)
+                sending = True
             if inner is not None:
                 await inner(name, info)
 
-        request.extensions["trace"] = trace
-        return call_id
+        def completed() -> None:
+            if sending and self._traced is None:
+                self._traced = True
+            elif not sending and self._traced is not False:
+                self._traced = False
+                log.warning(
+                    "the HTTP client's trace events are not seen: an MCP call that ends "
+                    "unanswered is journaled uncertain, never not started"
+                )
 
-    def refused(self, call_id: str | None) -> None:
+        request.extensions["trace"] = trace
+        return completed
+
+    def refused(self, request: httpx2.Request) -> None:
+        call_id = _call_id_of(request)
         if call_id is not None and call_id not in self._began:
             self._refused.add(call_id)
 
@@ -104,12 +127,14 @@ class WatchedClient(httpx2.AsyncClient):
         self._proof = proof
 
     async def send(self, request: httpx2.Request, **options: Any) -> httpx2.Response:
-        call_id = self._proof.watch(request)
+        completed = self._proof.watch(request)
         try:
-            return await super().send(request, **options)
+            response = await super().send(request, **options)
         except (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout):
-            self._proof.refused(call_id)
+            self._proof.refused(request)
             raise
+        completed()
+        return response
 
 
 def _call_id_of(request: httpx2.Request) -> str | None:

@@ -153,7 +153,7 @@ class UpstreamServer:
             if exc.code in _SESSION_LOST:
                 # The next call starts a new session (an HTTP server that forgot ours).
                 session.ended.set()
-            if self.config.url is not None and self._sending.never_sent(call_id):
+            if self._sending.abandon_if_unsent(call_id):
                 raise UpstreamUnavailable(
                     self.name, f"the call was not sent ({exc.error.message})"
                 ) from None
