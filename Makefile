@@ -42,10 +42,17 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy --strict arvis
 
+# The database tiers keep their temporary folders under a root of their own: pytest prunes
+# all but the newest three runs' folders under the shared /tmp/pytest-of-<user>, so a second
+# pytest started meanwhile (another checkout's) would delete a running test's data folder.
+# The root is removed after a green run and kept after a red one, for its logs.
+DBTEST = root=$$(mktemp -d /tmp/arvis-pytest.XXXXXX) && PYTEST_DEBUG_TEMPROOT=$$root $(VENV)/bin/pytest -q
+DBTEST_END = && rm -rf "$$root"
+
 # The unit tier first: it answers in seconds, so a broken rule stops the run before the
 # database tiers start.
 pytest: test-unit
-	$(VENV)/bin/pytest -q --ignore=tests/unit
+	$(DBTEST) --ignore=tests/unit $(DBTEST_END)
 
 ## test-unit: the unit tier alone: pure rules, and the lifecycle on the in-memory store
 ## (tests/support/fakestore); no PostgreSQL, under 30 s. A developer changing a rule runs this.
@@ -57,7 +64,7 @@ test-unit: install
 
 ## test-db: the database tests again (CI sets ARVIS_TEST_DATABASE_URL for a second server)
 test-db: install
-	$(VENV)/bin/pytest -q tests/integration tests/e2e tests/reliability tests/adversarial
+	$(DBTEST) tests/integration tests/e2e tests/reliability tests/adversarial $(DBTEST_END)
 
 ## test-citus: the Citus tier on a coordinator and two workers on loopback, started from this
 ## machine's PostgreSQL 15 with Citus installed (docs/scaling-citus-draft.md); says so and fails
