@@ -197,6 +197,24 @@ class OutboxEvent:
     delivered_to: tuple[str, ...]
 
 
+class Destination(Protocol):
+    """Where outbox events go besides the webhooks (Slack: :mod:`arvis.slack`). Its
+    ``name`` is what the outbox records as acknowledged; it never starts like a
+    webhook's name."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def timeout_s(self) -> float: ...
+
+    def wants(self, event_type: str, tenant_id: str) -> bool: ...
+
+    async def deliver(self, event: OutboxEvent) -> str | None:
+        """None once delivered, else what went wrong (never a secret): retried later."""
+        ...
+
+
 class OutboxStore(Protocol):
     """The outbox's storage (``arvis.store.outbox.PgOutbox``)."""
 
