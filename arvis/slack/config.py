@@ -26,12 +26,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from arvis.domain.errors import ConfigurationError
 from arvis.domain.identity import Identity
 from arvis.domain.ids import PrincipalId, TenantId
-from arvis.domain.sections import parse_section
+from arvis.domain.sections import environment_secret, parse_section
 
 SLACK_API = "https://slack.com/api/"
 _ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 _SLACK_ID = r"^[A-Z0-9]{2,32}$"
-MIN_SECRET_CHARS = 16
 
 
 class SlackUser(BaseModel):
@@ -106,17 +105,8 @@ def load_slack(raw: Mapping[str, Any], environ: Mapping[str, str]) -> Slack | No
     for user_id in config.users:
         if not _is_slack_id(user_id):
             raise ConfigurationError(f"[slack] users: {user_id!r} is not a Slack user id")
-    token = environ.get(config.bot_token_env, "")
-    if not token:
-        raise ConfigurationError(
-            f"[slack] the environment variable {config.bot_token_env} must hold the bot token"
-        )
-    secret = environ.get(config.signing_secret_env, "")
-    if len(secret) < MIN_SECRET_CHARS:
-        raise ConfigurationError(
-            f"[slack] the environment variable {config.signing_secret_env} must hold the "
-            f"signing secret (at least {MIN_SECRET_CHARS} characters)"
-        )
+    token = environment_secret(environ, config.bot_token_env, "[slack] bot token", min_chars=8)
+    secret = environment_secret(environ, config.signing_secret_env, "[slack] signing secret")
     return Slack(config, token, secret)
 
 

@@ -96,13 +96,11 @@ class SlackDestination:
     web: WebClient
     consent: ConsentService
     name: str = DESTINATION
+    timeout_s: float = field(init=False)
 
-    @property
-    def timeout_s(self) -> float:
-        return self.slack.config.timeout_s
-
-    def wants(self, event_type: str, tenant_id: str) -> bool:
-        return self.slack.config.wants(event_type, tenant_id)
+    def __post_init__(self) -> None:
+        self.timeout_s = self.slack.config.timeout_s
+        self.wants = self.slack.config.wants
 
     async def deliver(self, event: OutboxEvent) -> str | None:
         confirmation_id = event.subject.get("confirmation_id")

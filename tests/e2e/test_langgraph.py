@@ -61,27 +61,6 @@ async def api(database_url: str, data_dir: Path) -> AsyncIterator[Api]:
         yield served
 
 
-@pytest.fixture
-def sandbox(data_dir: Path) -> Callable[[str], str | None]:
-    def read(name: str) -> str | None:
-        path = data_dir / "sandbox" / name
-        return path.read_text() if path.exists() else None
-
-    return read
-
-
-@pytest.fixture
-async def agent_client(api: Api) -> AsyncIterator[AsyncArvisClient]:
-    async with asgi_client(api) as client:
-        yield client
-
-
-@pytest.fixture
-async def approver(api: Api) -> AsyncIterator[AsyncArvisClient]:
-    async with asgi_client(api, "acme:approver") as client:
-        yield client
-
-
 def _model(*messages: AIMessage) -> GenericFakeChatModel:
     return GenericFakeChatModel(messages=iter(messages))
 
@@ -92,14 +71,6 @@ def _calls(*calls: tuple[str, dict[str, Any], str]) -> AIMessage:
 
 def _config(thread: str) -> Any:
     return {"configurable": {"thread_id": thread}}
-
-
-def _journal(api: Api, run_id: str) -> list[tuple[str, str, str | None]]:
-    rows = api.sql(
-        "SELECT kind, causal_id, boundary FROM journal_entries WHERE run_id = %s ORDER BY position",
-        run_id,
-    )
-    return [(str(k), str(c), None if b is None else str(b)) for k, c, b in rows]
 
 
 def _tool_outputs(result: dict[str, Any]) -> dict[str, str]:
@@ -138,7 +109,7 @@ async def test_each_tool_call_is_a_syscall_under_the_thread_with_a_step_and_call
     assert "effect" not in str(governed.specs)  # the model sees name, description, schema
     outputs = _tool_outputs(result)
     assert outputs == {"call_w": '{"bytes": 2, "path": "lg/a.txt"}', "call_e": '{"said": "hello"}'}
-    journal = _journal(api, "lg-plain")
+    journal = api.journal_rows("lg-plain")
     assert [(kind, boundary) for kind, _, boundary in journal] == [
         ("execution", "EFFECT_COMPLETED"),
         ("execution", "EFFECT_COMPLETED"),
@@ -156,9 +127,9 @@ async def test_consent_is_an_interrupt_and_the_resumed_graph_runs_each_effect_on
     approver: AsyncArvisClient,
     sandbox: Callable[[str], str | None],
 ) -> None:
+    config = _config("lg-consent")
     governed = await GovernedTools.load(agent_client, only=["files.write", "files.append"])
     app = example.build_graph(example.scripted_model(), governed, InMemorySaver())
-    config = _config("lg-consent")
 
     paused = await app.ainvoke({"messages": [HumanMessage("note and log")]}, config)
 
@@ -185,7 +156,7 @@ async def test_consent_is_an_interrupt_and_the_resumed_graph_runs_each_effect_on
     assert done["messages"][-1].content == "done"
     assert sandbox("demo/log.txt") == "one\n"
     assert sandbox("demo/note.txt") == "hi"
-    journal = _journal(api, "lg-consent")
+    journal = api.journal_rows("lg-consent")
     write_id = next(causal for _, causal, _ in journal if causal.endswith(".w1"))
     assert [entry for entry in journal if entry[1] == write_id] == [
         ("execution", write_id, "EFFECT_COMPLETED")  # re-posted twice: deduplicated, not rerun
@@ -227,5 +198,5 @@ async def test_a_graph_resumed_after_a_crash_gets_the_recorded_result_and_runs_n
     assert done["messages"][-1].content == "logged"
     assert sandbox("lg/crash.log") == "x\n"  # the effect ran once
     assert _tool_outputs(done)["c1"] == '{"bytes": 2, "path": "lg/crash.log"}'
-    executions = [e for e in _journal(api, "lg-crash") if e[0] == "execution"]
+    executions = [e for e in api.journal_rows("lg-crash") if e[0] == "execution"]
     assert executions == [("execution", request["causal_id"], "EFFECT_COMPLETED")]

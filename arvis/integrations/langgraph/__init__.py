@@ -19,15 +19,11 @@ effect twice.
 See docs/integrations.md.
 """
 
-try:
-    import langchain_core  # noqa: F401
-    import langgraph.types  # noqa: F401
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "arvis.integrations.langgraph needs LangGraph: pip install 'arvis[langgraph]'"
-    ) from exc
+from arvis.integrations._require import require
 
-from arvis.integrations.langgraph._node import (
+require("langgraph", "langgraph", "langchain_core", "langgraph.types")
+
+from arvis.integrations.langgraph._node import (  # noqa: E402
     ConsentRequest,
     GovernedTools,
     causal_id_for_step,

@@ -168,18 +168,17 @@ class GovernedTools:
         while isinstance(answer, ConfirmationRequired):
             # The first time, this raises and the graph pauses; once resumed, the node
             # runs again from the top and this returns, and the same syscall is re-posted.
-            interrupt(
-                ConsentRequest(
-                    kind=CONSENT_KIND,
-                    confirmation_id=answer.confirmation.id,
-                    run_id=run_id,
-                    causal_id=causal_id,
-                    idempotency_key=answer.idempotency_key,
-                    tool=arvis_tool,
-                    payload=payload,
-                    tool_call_id=call_id,
-                )
-            )
+            request: ConsentRequest = {
+                "kind": CONSENT_KIND,
+                "confirmation_id": answer.confirmation.id,
+                "run_id": run_id,
+                "causal_id": causal_id,
+                "idempotency_key": answer.idempotency_key,
+                "tool": arvis_tool,
+                "payload": payload,
+                "tool_call_id": call_id,
+            }
+            interrupt(request)
             answer = await self._post(run_id, causal_id, arvis_tool, payload)
         if isinstance(answer, InvalidRequest):
             return self._answer(call, invalid_arguments(answer.detail), "error")

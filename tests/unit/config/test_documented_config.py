@@ -59,7 +59,8 @@ def test_the_documented_arvis_toml_validates_section_by_section() -> None:
     notify = load_notifications(config.notify, {"ARVIS_WEBHOOK_SECRET": "x" * 32})
     assert [hook.config.name for hook in notify.webhooks] == ["approvals-chat"]
     slack = load_slack(
-        config.slack, {"ARVIS_SLACK_BOT_TOKEN": "xoxb-1", "ARVIS_SLACK_SIGNING_SECRET": "s" * 32}
+        config.slack,
+        {"ARVIS_SLACK_BOT_TOKEN": "xoxb-1-token", "ARVIS_SLACK_SIGNING_SECRET": "s" * 32},
     )
     assert slack is not None
     approver = slack.approver("U0123ABCDEF")

@@ -42,7 +42,7 @@ def test_a_slack_user_is_an_approver_by_its_id_only() -> None:
     ("environ", "names"),
     [
         ({}, "ARVIS_SLACK_BOT_TOKEN"),
-        ({"ARVIS_SLACK_BOT_TOKEN": "xoxb-1"}, "ARVIS_SLACK_SIGNING_SECRET"),
+        ({"ARVIS_SLACK_BOT_TOKEN": "xoxb-1-token"}, "ARVIS_SLACK_SIGNING_SECRET"),
         ({**ENV, "ARVIS_SLACK_SIGNING_SECRET": "short"}, "ARVIS_SLACK_SIGNING_SECRET"),
     ],
 )
