@@ -57,7 +57,7 @@ ALLOWED: dict[str, set[str]] = {
         *{*CORE, "config", "store", "telemetry", "evidence", "webhooks", "deployment"},
         *{"kernel", "bootstrap", "slack"},
     },
-    "deployment": {*CORE, *{"config", "store", "providers", "telemetry", "evidence"}},
+    "deployment": {*CORE, *{"config", "store", "providers", "telemetry", "evidence", "slack"}},
     "kernel": {*CORE, "config", "store", "telemetry", "evidence", "webhooks", "slack"},
     # The ASGI app: mounts the v1 routes, /mcp and /console on one kernel.
     "serving": {
