@@ -100,7 +100,9 @@ class SlackDestination:
 
     def __post_init__(self) -> None:
         self.timeout_s = self.slack.config.timeout_s
-        self.wants = self.slack.config.wants
+
+    def wants(self, event_type: str, tenant_id: str) -> bool:
+        return self.slack.config.wants(event_type, tenant_id)
 
     async def deliver(self, event: OutboxEvent) -> str | None:
         confirmation_id = event.subject.get("confirmation_id")

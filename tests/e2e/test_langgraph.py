@@ -9,8 +9,12 @@ checkpoint after a crash — re-posts the same calls and never runs an effect tw
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import functools
 import importlib.util
+import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -23,10 +27,13 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
+from arvis.bootstrap import build_kernel
 from arvis.client import AsyncArvisClient
 from arvis.integrations.langgraph import GovernedTools, consent_requests
+from arvis.serving.app import create_app
 from tests.support.client import Losses, asgi_client
-from tests.support.http import Api, serve_api
+from tests.support.http import Api, app_settings, serve_api
+from tests.support.server import running
 
 pytestmark = pytest.mark.db
 
@@ -200,3 +207,29 @@ async def test_a_graph_resumed_after_a_crash_gets_the_recorded_result_and_runs_n
     assert _tool_outputs(done)["c1"] == '{"bytes": 2, "path": "lg/crash.log"}'
     executions = [e for e in api.journal_rows("lg-crash") if e[0] == "execution"]
     assert executions == [("execution", request["causal_id"], "EFFECT_COMPLETED")]
+
+
+async def test_the_example_runs_as_a_user_runs_it_against_a_served_arvis(
+    api: Api, database_url: str, tmp_path: Path
+) -> None:
+    settings = app_settings(database_url, tmp_path)
+    app = create_app(functools.partial(build_kernel, settings))
+    env = {
+        **os.environ,
+        "ARVIS_API_KEY": api.tokens["acme:agent"],
+        "ARVIS_APPROVER_KEY": api.tokens["acme:approver"],
+    }
+    with running(app) as url:
+        ran = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, str(EXAMPLE)],
+            env={**env, "ARVIS_URL": url},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    assert ran.returncode == 0, ran.stderr
+    assert "consent asked for files.append" in ran.stdout
+    assert ran.stdout.rstrip().endswith("AIMessage: done")
+    assert (tmp_path / "sandbox" / "demo" / "log.txt").read_text() == "one\n"
