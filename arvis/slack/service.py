@@ -216,7 +216,7 @@ class SlackInteractions:
             )
         except MalformedInteraction:
             raise
-        except (ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
             raise MalformedInteraction("the body is not a Slack interaction payload") from None
         if click.action not in (APPROVE, DENY) or not _ID.fullmatch(click.confirmation_id):
             raise MalformedInteraction("the interaction is not one of ARVIS's buttons")

@@ -292,6 +292,10 @@ async def test_the_interaction_endpoint_bounds_what_it_reads(api: Api) -> None:
         },
     )
     signed_junk = b"payload=not-json"
+    deep = b"payload=" + b"%5B" * 20000  # signed, but nested past any parser's depth
+    too_deep = await api.client.post(
+        "/slack/interactions", content=deep, headers=slack.signed(deep)
+    )
     junk = await api.client.post(
         "/slack/interactions", content=signed_junk, headers=slack.signed(signed_junk)
     )
@@ -300,7 +304,8 @@ async def test_the_interaction_endpoint_bounds_what_it_reads(api: Api) -> None:
     assert (as_json.status_code, as_json.json()["code"]) == (415, "unsupported_media_type")
     assert (long_header.status_code, long_header.json()["code"]) == (431, "header_too_large")
     assert (junk.status_code, junk.json()["code"]) == (400, "malformed_body")
-    for response in (too_large, as_json, long_header, junk):
+    assert (too_deep.status_code, too_deep.json()["code"]) == (400, "malformed_body")
+    for response in (too_large, as_json, long_header, junk, too_deep):
         assert response.headers["content-type"] == "application/problem+json"
 
 
