@@ -63,6 +63,7 @@ from arvis.lifecycle.recovery import RecoverySweeper
 from arvis.lifecycle.replay import ReplayService
 from arvis.lifecycle.settlement import Settlement
 from arvis.lifecycle.syscalls import SyscallHandler, SyscallObserver, SyscallTracer
+from arvis.slack.config import load_slack
 from arvis.store.audit import PgPlanStore
 from arvis.store.checkpoints import PgCheckpoints
 from arvis.store.database import PgStore, resolve_database
@@ -224,6 +225,7 @@ async def build_kernel(
         confirmations = parse_confirmations_config(file_config.confirmations)
         reconcile = parse_reconcile_config(file_config.reconcile)
         notifications = load_notifications(file_config.notify, os.environ)
+        slack = load_slack(file_config.slack, os.environ)
         audit = parse_audit_config(file_config.audit)
         evidence = load_evidence(
             settings.signing_key_file, audit.checkpoints, audit.witness, settings.config_dir, http
@@ -287,6 +289,12 @@ async def build_kernel(
         checkpoints=checkpoints,
     )
     outbox = PgOutbox(store.engine)
+    approvals = None
+    if slack is not None:
+        from arvis.slack.service import slack_approvals  # the optional extra's SDK
+
+        approvals = slack_approvals(slack, lifecycle.consent, clock)
+    destinations = () if approvals is None else (approvals.destination,)
     return Kernel(
         settings=settings,
         file_config=file_config,
@@ -299,9 +307,10 @@ async def build_kernel(
         bundles=BundleExporter(store.ops, plan_store, evidence.public_key, checkpointer),
         resources=Resources(store, http, loaded.upstreams),
         public_url=notifications.config.base_url,
-        deliverer=NotificationDeliverer(outbox, notifications, http, clock),
+        deliverer=NotificationDeliverer(outbox, notifications, http, clock, destinations),
         checkpointer=checkpointer,
         tracing=tracing,
+        slack=approvals,
     )
 
 

@@ -119,6 +119,8 @@ class FileConfig(BaseModel):
     audit: dict[str, Any] = Field(default_factory=dict)
     notify: dict[str, Any] = Field(default_factory=dict)
     reconcile: dict[str, Any] = Field(default_factory=dict)
+    slack: dict[str, Any] = Field(default_factory=dict)
+    """``[slack]``: approvals in Slack (arvis.slack.config validates it)."""
     telemetry: dict[str, Any] = Field(default_factory=dict)
     budgets: list[dict[str, Any]] = Field(default_factory=list)
     """``[[budgets]]``: arvis.lifecycle.policy.budgets validates each entry."""

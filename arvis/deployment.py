@@ -24,6 +24,7 @@ from arvis.lifecycle.policy.budgets import parse_budgets_config
 from arvis.lifecycle.policy.engines import build_policy
 from arvis.lifecycle.policy.policy import parse_confirmations_config, parse_policy_config
 from arvis.lifecycle.ports import AuditSink
+from arvis.slack.config import load_slack
 from arvis.store.audit import AuditHost
 from arvis.telemetry import telemetry_settings
 from arvis.tools.base import Tool
@@ -148,6 +149,7 @@ async def check_deployment(settings: Settings) -> None:
     parse_confirmations_config(file_config.confirmations)
     parse_reconcile_config(file_config.reconcile)
     load_notifications(file_config.notify, os.environ)
+    load_slack(file_config.slack, os.environ)
     telemetry_settings(file_config.telemetry, os.environ)
     audit = parse_audit_config(file_config.audit)
     if audit.sink is not None:

@@ -41,6 +41,7 @@ from arvis.tools.plans import StaticToolPlanSource
 from arvis.webhooks.deliverer import NotificationDeliverer
 
 if TYPE_CHECKING:
+    from arvis.slack.service import SlackApprovals
     from arvis.telemetry.tracing import Tracing
     from arvis.tools.mcp.pool import McpUpstreams
 
@@ -114,6 +115,8 @@ class Kernel:
     tracing: Tracing | None = None
     """Tracing of syscalls (``[telemetry]``); None when it is off."""
     recovery: RecoveryRuntime | None = None
+    slack: SlackApprovals | None = None
+    """Approvals in Slack (``[slack]``); None when the section is absent."""
     chores: Chores = field(default_factory=Chores)
     """The kernel's own periodic work: the expiry sweep, the deliverer, the idle checkpointer."""
 

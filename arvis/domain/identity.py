@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from arvis.domain.ids import PrincipalId, TenantId
 
-AuthMethod = Literal["api_key", "development", "anonymous"]
+AuthMethod = Literal["api_key", "development", "anonymous", "slack"]
 Role = Literal["agent", "approver", "auditor", "admin"]
 ROLES: tuple[Role, ...] = get_args(Role)
 """Every role, in the order they are listed and offered."""
@@ -27,7 +27,7 @@ class Identity(BaseModel):
     principal_id: PrincipalId = Field(min_length=1)
     method: AuthMethod
     key_id: str | None = None
-    """The API key's public id; never its secret."""
+    """The API key's public id (for ``slack``, the Slack user id); never a secret."""
     roles: tuple[Role, ...] = ()
     groups: tuple[str, ...] = ()
     """Approver groups of the key (``arvis keys create --group``)."""

@@ -21,3 +21,17 @@ def parse_section(model: type[M], raw: Mapping[str, Any], name: str) -> M:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
         raise ConfigurationError(f"{name} {where}: {first['msg']}") from None
+
+
+def environment_secret(
+    environ: Mapping[str, str], variable: str, where: str, *, min_chars: int = 16
+) -> str:
+    """The secret ``arvis.toml`` names by its environment ``variable``, or
+    :class:`ConfigurationError` naming ``where`` and the variable — never a value."""
+    secret = environ.get(variable, "")
+    if len(secret) < min_chars:
+        raise ConfigurationError(
+            f"{where}: the environment variable {variable} must hold a secret of at least "
+            f"{min_chars} characters"
+        )
+    return secret

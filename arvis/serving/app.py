@@ -21,6 +21,7 @@ from arvis.kernel import Kernel
 from arvis.lifecycle.syscalls import SyscallObserver
 from arvis.mcp.endpoint import McpEndpoint
 from arvis.serving.fastlane import SyscallFastLane
+from arvis.slack.route import router as slack_router
 from arvis.web.identity import AnyIdentity
 from arvis.web.logs import configure_json_logging
 from arvis.web.metrics import ApiMetrics
@@ -98,6 +99,7 @@ def create_app(
     for module in (syscalls, runs, resolutions, confirmations, system, budgets):
         app.include_router(module.router)
     app.include_router(run_checkpoints.router)
+    app.include_router(slack_router)
     mount_console(app)
     # MCP over streamable HTTP (arvis.mcp.server): bodies are bounded JSON like any
     # other, and every answer is one JSON response, so the middlewares below apply.

@@ -30,6 +30,9 @@ def _is_form(content_type: str) -> bool:
 
 # The operator console's pages post HTML forms (arvis.console): bounded like any body.
 CONSOLE_PREFIX = "/console/"
+SLACK_PREFIX = "/slack/"
+FORM_PREFIXES = (CONSOLE_PREFIX, SLACK_PREFIX)
+"""Where form bodies are accepted: the console's forms, Slack's interactions."""
 
 
 def _is_json(content_type: str) -> bool:
@@ -73,7 +76,7 @@ class BodyGuard:
                 await self._too_large(scope, receive, send)
                 return
         content_type = headers.get("content-type", "")
-        if scope["path"].startswith(CONSOLE_PREFIX) and _is_form(content_type):
+        if scope["path"].startswith(FORM_PREFIXES) and _is_form(content_type):
             await self.app(scope, replay(bytes(body), receive), send)
             return
         if body and not _is_json(content_type):

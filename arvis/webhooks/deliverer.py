@@ -9,6 +9,7 @@ the background, never in a syscall.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import httpx
@@ -18,6 +19,7 @@ from arvis.domain.clock import Clock
 from arvis.domain.egress import egress_host, host_allowed, normalised_patterns
 from arvis.lifecycle.consent.notify import (
     SIGNATURE_HEADER,
+    Destination,
     Notifications,
     OutboxEvent,
     OutboxStore,
@@ -30,32 +32,37 @@ log = logging.getLogger(__name__)
 
 @dataclass(eq=False)
 class NotificationDeliverer:
-    """Posts outbox events to the webhooks; runs in the background, never in a syscall."""
+    """Posts outbox events to the webhooks and the other ``destinations`` (Slack); runs
+    in the background, never in a syscall."""
 
     outbox: OutboxStore
     notifications: Notifications
     http: httpx.AsyncClient
     clock: Clock
+    destinations: Sequence[Destination] = ()
     _patterns: frozenset[str] = field(init=False)
+    _targets: tuple[Destination, ...] = field(init=False)
 
     def __post_init__(self) -> None:
         self._patterns = normalised_patterns(self.notifications.config.egress_hosts)
+        hooks = tuple(_WebhookTarget(self, hook) for hook in self.notifications.webhooks)
+        self._targets = (*hooks, *self.destinations)
 
     async def deliver_once(self, *, limit: int = 50) -> int:
         """One pass: deliver what is due; answer how many events are done."""
         config = self.notifications.config
         # A claimed event is held while it is posted: longer than every webhook's
         # timeout, so a live deliverer's claim never lapses under it.
-        hold_s = 30.0 + sum(hook.config.timeout_s for hook in self.notifications.webhooks)
+        hold_s = 30.0 + sum(target.timeout_s for target in self._targets)
         done_count = 0
         for event in await self.outbox.claim(limit=limit, hold_s=hold_s):
             delivered = list(event.delivered_to)
             errors: list[str] = []
-            for hook in self.notifications.webhooks:
-                name = hook.config.name
-                if name in delivered or not hook.config.wants(event.event_type, event.tenant_id):
+            for target in self._targets:
+                name = target.name
+                if name in delivered or not target.wants(event.event_type, event.tenant_id):
                     continue
-                error = await self._post(hook, event)
+                error = await target.deliver(event)
                 if error is None:
                     delivered.append(name)
                 else:
@@ -138,3 +145,25 @@ class NotificationDeliverer:
             )
             return f"HTTP {response.status_code}"
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class _WebhookTarget:
+    """A webhook as a destination of the deliverer."""
+
+    deliverer: NotificationDeliverer
+    hook: Webhook
+
+    @property
+    def name(self) -> str:
+        return self.hook.config.name
+
+    @property
+    def timeout_s(self) -> float:
+        return self.hook.config.timeout_s
+
+    def wants(self, event_type: str, tenant_id: str) -> bool:
+        return self.hook.config.wants(event_type, tenant_id)
+
+    async def deliver(self, event: OutboxEvent) -> str | None:
+        return await self.deliverer._post(self.hook, event)

@@ -15,6 +15,7 @@ from tests.support.adversarial.deployment import Deployment, deploy, shared_conf
 from tests.support.adversarial.stubs import HostileStubs, hostile_stubs
 from tests.support.evidence import signing_key
 from tests.support.postgres import create_database, drop_database
+from tests.support.slack import SlackStandIn, slack_stand_in
 
 
 @pytest.fixture(scope="package")
@@ -40,13 +41,21 @@ def signing(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="package")
+def slack_api() -> Iterator[SlackStandIn]:
+    """Slack's Web API, a local stand-in: the deployment posts its consent requests here."""
+    with slack_stand_in() as running:
+        yield running
+
+
+@pytest.fixture(scope="package")
 def deployment(
     adversarial_database: str,
     stubs: HostileStubs,
     signing: tuple[Path, Path],
+    slack_api: SlackStandIn,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Deployment]:
-    config, lite = shared_configs(stubs)
+    config, lite = shared_configs(stubs, slack_api.url)
     settings = {"signing_key_file": signing[0]}
     data_dir = tmp_path_factory.mktemp("arvis")
     with deploy(

@@ -100,6 +100,33 @@ async def test_consent_given_at_any_approving_entry_point_is_consumed_by_a_hosti
     assert deployment.effects(kind, token) == 1, again.raw
 
 
+@pytest.mark.parametrize("approver", offering("approve"))
+async def test_an_approval_at_any_approving_entry_point_meets_the_consent_terms(
+    deployment: Deployment, approver: EntryPoint
+) -> None:
+    """Groups and quorum are the consent service's, whichever way an approval comes in:
+    an approver outside the group counts for nothing, the same principal counts once."""
+    agent, driver = HttpDriver(deployment), approver.driver(deployment)
+    cell = f"{approver.slug}.terms.quorum"
+    run, causal, payload = f"approve-{cell}", f"c.{cell}", {"token": f"token:approve:{cell}"}
+    asked = await agent.post(AGENT, run, causal, "terms.quorum", payload)
+    assert asked.outcome == "confirmation_required", asked.raw
+    assert asked.confirmation_id is not None
+
+    outside = await driver.approve(APPROVER, asked.confirmation_id)
+    first = await driver.approve(LEADS[0], asked.confirmation_id)
+    twice = await driver.approve(LEADS[0], asked.confirmation_id)
+    state = await _confirmation_state(deployment, asked.confirmation_id)
+    second = await driver.approve(LEADS[1], asked.confirmation_id)
+
+    assert not outside.ok, outside.raw
+    assert first.ok, first.raw
+    assert not twice.ok, twice.raw
+    assert state == "PENDING"
+    assert second.ok, second.raw
+    assert await _confirmation_state(deployment, asked.confirmation_id) == "APPROVED"
+
+
 TERMS_CASES = [
     pytest.param("terms.group", (LEADS[0],), APPROVER, id="resolver-outside-the-approver-group"),
     pytest.param("terms.quorum", LEADS, LEADS[0], id="one-resolver-where-the-quorum-is-two"),

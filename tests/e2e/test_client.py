@@ -47,15 +47,9 @@ async def api(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> As
 
 
 @pytest.fixture
-async def agent(api: Api) -> AsyncIterator[AsyncArvisClient]:
-    async with asgi_client(api) as client:
-        yield client
-
-
-@pytest.fixture
-async def approver(api: Api) -> AsyncIterator[AsyncArvisClient]:
-    async with asgi_client(api, "acme:approver") as client:
-        yield client
+def agent(agent_client: AsyncArvisClient) -> AsyncArvisClient:
+    """The agent's client (``agent_client``, as ``approver``, from tests/e2e/conftest.py)."""
+    return agent_client
 
 
 @pytest.fixture

@@ -45,27 +45,6 @@ async def api(database_url: str, data_dir: Path) -> AsyncIterator[Api]:
         yield served
 
 
-@pytest.fixture
-def sandbox(data_dir: Path) -> Callable[[str], str | None]:
-    def read(name: str) -> str | None:
-        path = data_dir / "sandbox" / name
-        return path.read_text() if path.exists() else None
-
-    return read
-
-
-@pytest.fixture
-async def agent_client(api: Api) -> AsyncIterator[AsyncArvisClient]:
-    async with asgi_client(api) as client:
-        yield client
-
-
-@pytest.fixture
-async def approver(api: Api) -> AsyncIterator[AsyncArvisClient]:
-    async with asgi_client(api, "acme:approver") as client:
-        yield client
-
-
 def _outputs(model: ScriptedModel) -> dict[str, Any]:
     """The tool outputs the model was shown on its last call, by call id."""
     last = model.last_call
@@ -75,14 +54,6 @@ def _outputs(model: ScriptedModel) -> dict[str, Any]:
         for item in last.input
         if isinstance(item, dict) and item.get("type") == "function_call_output"
     }
-
-
-def _journal(api: Api, run_id: str) -> list[tuple[str, str, str | None]]:
-    rows = api.sql(
-        "SELECT kind, causal_id, boundary FROM journal_entries WHERE run_id = %s ORDER BY position",
-        run_id,
-    )
-    return [(str(k), str(c), None if b is None else str(b)) for k, c, b in rows]
 
 
 def _agent(model: ScriptedModel, tools: Sequence[Any]) -> Agent[Any]:
@@ -114,7 +85,7 @@ async def test_each_call_of_the_agent_is_a_governed_syscall_under_the_run_and_ca
         "call_w": {"bytes": 2, "path": "agent/a.txt"},
         "call_e": {"said": "hello"},
     }
-    assert sorted(_journal(api, "run-agent-plain")) == [
+    assert sorted(api.journal_rows("run-agent-plain")) == [
         ("execution", "call_e", "EFFECT_COMPLETED"),
         ("execution", "call_w", "EFFECT_COMPLETED"),
     ]
@@ -165,8 +136,8 @@ async def test_consent_interrupts_the_run_and_the_approved_call_runs_once_after_
     assert done.final_output == "appended"
     assert _outputs(model)["call_a"] == {"bytes": 4, "path": "agent/c.log"}
     assert sandbox("agent/c.log") == "one\n"
-    assert _journal(api, run_id).count(("execution", "call_a", "EFFECT_COMPLETED")) == 1
-    assert [k for k, c, _ in _journal(api, run_id) if c == "call_w"] == ["execution"]
+    assert api.journal_rows(run_id).count(("execution", "call_a", "EFFECT_COMPLETED")) == 1
+    assert [k for k, c, _ in api.journal_rows(run_id) if c == "call_w"] == ["execution"]
 
 
 async def test_a_rejected_call_is_denied_in_arvis_and_never_runs(
@@ -199,7 +170,7 @@ async def test_a_rejected_call_is_denied_in_arvis_and_never_runs(
     assert (denied.state, denied.reason) == ("DENIED", "not on a Sunday")
     assert done.final_output == "understood"
     assert sandbox("agent/r.log") is None
-    assert [kind for kind, _, _ in _journal(api, run_id)] == ["confirmation"]
+    assert [kind for kind, _, _ in api.journal_rows(run_id)] == ["confirmation"]
 
 
 async def test_an_uncertain_outcome_reaches_the_model_as_do_not_retry(
@@ -220,7 +191,9 @@ async def test_an_uncertain_outcome_reaches_the_model_as_do_not_retry(
     told = _outputs(model)["call_u"]
     assert told["status"] == "uncertain"
     assert told["instruction"] == DO_NOT_RETRY
-    assert _journal(api, "run-agent-uncertain") == [("execution", "call_u", "EFFECT_STATE_UNKNOWN")]
+    assert api.journal_rows("run-agent-uncertain") == [
+        ("execution", "call_u", "EFFECT_STATE_UNKNOWN")
+    ]
 
 
 async def test_a_refusal_is_shown_to_the_model_with_its_reason(
@@ -238,7 +211,7 @@ async def test_a_refusal_is_shown_to_the_model_with_its_reason(
 
     told = _outputs(model)["call_f"]
     assert (told["status"], told["reason"]) == ("refused", "policy_denied")
-    assert _journal(api, "run-agent-refused") == [("refusal", "call_f", "PRE_EFFECT_REFUSAL")]
+    assert api.journal_rows("run-agent-refused") == [("refusal", "call_f", "PRE_EFFECT_REFUSAL")]
 
 
 async def test_an_applications_own_function_tool_runs_inside_arvis_only(
@@ -261,7 +234,7 @@ async def test_an_applications_own_function_tool_runs_inside_arvis_only(
 
     assert _outputs(model)["call_s"] == {"said": "HELLO!", "causal_id": "call_s"}
     assert local_calls == []
-    assert _journal(api, "run-agent-own") == [("execution", "call_s", "EFFECT_COMPLETED")]
+    assert api.journal_rows("run-agent-own") == [("execution", "call_s", "EFFECT_COMPLETED")]
 
     def asks_first(text: str) -> str:
         return text
@@ -288,4 +261,4 @@ async def test_a_key_without_the_agent_role_ends_the_run_with_the_typed_error(
         causes.append(error)
         error = error.__cause__
     assert any(isinstance(cause, ForbiddenRole) for cause in causes), causes
-    assert _journal(api, "run-agent-badkey") == []
+    assert api.journal_rows("run-agent-badkey") == []

@@ -66,6 +66,15 @@ class Api:
     def journal_count(self) -> int:
         return int(self.sql("SELECT count(*) FROM journal_entries")[0][0])
 
+    def journal_rows(self, run_id: str) -> list[tuple[str, str, str | None]]:
+        """``(kind, causal id, boundary)`` of each entry of the run, in chain order."""
+        rows = self.sql(
+            "SELECT kind, causal_id, boundary FROM journal_entries WHERE run_id = %s"
+            " ORDER BY position",
+            run_id,
+        )
+        return [(str(k), str(c), None if b is None else str(b)) for k, c, b in rows]
+
     @contextmanager
     def routed(self) -> Iterator[list[str]]:
         """The paths of the requests that reach a FastAPI route while this is open.

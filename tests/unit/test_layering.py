@@ -47,17 +47,23 @@ ALLOWED: dict[str, set[str]] = {
     "evidence": {*CORE, "evidence"},
     # Delivering notifications over HTTP: the lifecycle's rules, an HTTP client's posts.
     "webhooks": {*CORE, "webhooks"},
+    # Approvals in Slack: an outbox destination (like webhooks) and an HTTP entry point
+    # (like api) for Slack's signed clicks, deciding through the lifecycle's consent.
+    "slack": {*CORE, "config", "kernel", "web", "slack"},
     # The composition root wires every adapter but no entry point; what arvis.toml
     # declares is read and checked by ``deployment``; ``kernel`` is what it wires (the
     # services entry points use, and the instance's life).
     "bootstrap": {
         *{*CORE, "config", "store", "telemetry", "evidence", "webhooks", "deployment"},
-        *{"kernel", "bootstrap"},
+        *{"kernel", "bootstrap", "slack"},
     },
-    "deployment": {*CORE, *{"config", "store", "providers", "telemetry", "evidence"}},
-    "kernel": {*CORE, "config", "store", "telemetry", "evidence", "webhooks"},
+    "deployment": {*CORE, *{"config", "store", "providers", "telemetry", "evidence", "slack"}},
+    "kernel": {*CORE, "config", "store", "telemetry", "evidence", "webhooks", "slack"},
     # The ASGI app: mounts the v1 routes, /mcp and /console on one kernel.
-    "serving": {*CORE, "config", "bootstrap", "kernel", "web", "api", "mcp", "console", "serving"},
+    "serving": {
+        *{*CORE, "config", "bootstrap", "kernel", "web", "api", "mcp", "console", "serving"},
+        "slack",
+    },
     # The arvis command is the process itself: it migrates the store, manages keys
     # (through the composition root's administration), starts the HTTP server (serving)
     # and drives a provider's turn. Of the store it sees only CLI_STORE_MODULES.

@@ -37,8 +37,6 @@ NEVER_HTTP = {
     # start) or inside an upstream tool's call, which answers it as not started.
     "mcp_upstream_changed",
     "mcp_upstream_unavailable",
-    # Raised by a webhook receiver's verify_signature, in the receiver's process.
-    "signature_invalid",
     # The domain's transition tables refuse an impossible state change; the lifecycle
     # consults them for what it writes, never on a caller's say-so.
     "state_transition_invalid",

@@ -15,20 +15,17 @@ its tool executor: every call the agent makes is a governed ``tool.execute``.
 See docs/client.md.
 """
 
-try:
-    import agents  # noqa: F401
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "arvis.integrations.openai_agents needs the OpenAI Agents SDK: pip install 'arvis[agents]'"
-    ) from exc
+from arvis.integrations._require import require
 
-from arvis.integrations.openai_agents._render import (
+require("openai_agents", "agents", "agents")
+
+from arvis.integrations.openai_agents._render import (  # noqa: E402
     DO_NOT_RETRY,
     causal_id_for_call,
     model_name,
     model_output,
 )
-from arvis.integrations.openai_agents._tools import ConsentPending, GovernedTools
+from arvis.integrations.openai_agents._tools import ConsentPending, GovernedTools  # noqa: E402
 
 __all__ = [
     "DO_NOT_RETRY",

@@ -51,7 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from arvis.domain.egress import egress_host, host_allowed, normalised_patterns
 from arvis.domain.errors import ArvisError, ConfigurationError
-from arvis.domain.sections import parse_section
+from arvis.domain.sections import environment_secret, parse_section
 from arvis.tools.http import Endpoint
 
 log = logging.getLogger(__name__)
@@ -142,12 +142,8 @@ def load_notifications(raw: Mapping[str, Any], environ: Mapping[str, str]) -> No
             raise ConfigurationError(
                 f"[notify] webhook {hook.name!r}: its host is not on [notify] egress_hosts"
             )
-        secret = environ.get(hook.secret_env, "")
-        if len(secret) < MIN_SECRET_CHARS:
-            raise ConfigurationError(
-                f"[notify] webhook {hook.name!r}: the environment variable {hook.secret_env} "
-                f"must hold a secret of at least {MIN_SECRET_CHARS} characters"
-            )
+        where = f"[notify] webhook {hook.name!r}"
+        secret = environment_secret(environ, hook.secret_env, where, min_chars=MIN_SECRET_CHARS)
         webhooks.append(Webhook(hook, secret.encode()))
     return Notifications(config, tuple(webhooks))
 
@@ -195,6 +191,24 @@ class OutboxEvent:
     occurred_at: datetime
     attempts: int
     delivered_to: tuple[str, ...]
+
+
+class Destination(Protocol):
+    """Where outbox events go besides the webhooks (Slack: :mod:`arvis.slack`). Its
+    ``name`` is what the outbox records as acknowledged; it never starts like a
+    webhook's name."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def timeout_s(self) -> float: ...
+
+    def wants(self, event_type: str, tenant_id: str) -> bool: ...
+
+    async def deliver(self, event: OutboxEvent) -> str | None:
+        """None once delivered, else what went wrong (never a secret): retried later."""
+        ...
 
 
 class OutboxStore(Protocol):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import logging
 import signal
 import subprocess
@@ -23,6 +24,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from arvis.bootstrap import administration, build_kernel
 from arvis.domain.identity import Role
@@ -35,6 +38,8 @@ from tests.support.mcp_client import Served
 from tests.support.perturn import TurnInstance, turn_env
 from tests.support.postgres import sql
 from tests.support.server import running
+from tests.support.slack import ENVIRONMENT as SLACK_ENVIRONMENT
+from tests.support.slack import config as slack_config
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -85,6 +90,25 @@ EXTRA_KEYS: dict[str, KeySpec] = {
 of a tenant, a second key of ``acme:agent``'s own principal, approvers in ``leads``."""
 
 LITE_KINDS: tuple[ToolKind, ...] = (BUILTIN, APP)
+
+SLACK_APPROVERS = ("acme:approver", "globex:approver", "globex:lead", "globex:lead2")
+"""The keys whose principals are Slack users too (``[slack.users]``, same groups)."""
+
+
+def slack_user(who: str) -> str:
+    """The Slack user id ``[slack.users]`` maps to the principal of the key ``who``."""
+    return "U" + hashlib.sha256(who.encode()).hexdigest()[:10].upper()
+
+
+def slack_section(api_url: str) -> str:
+    """``[slack]`` posting to the stand-in at ``api_url``, with :data:`SLACK_APPROVERS`."""
+    users = {}
+    for who in SLACK_APPROVERS:
+        tenant, role = who.split(":", 1)
+        found = EXTRA_KEYS.get(who)
+        principal, groups = (found[1], found[3]) if found else (f"{role}-of-{tenant}", ())
+        users[slack_user(who)] = (tenant, principal, groups)
+    return slack_config(api_url, users)
 
 
 def config_text(
@@ -253,20 +277,27 @@ def deploy(
                 **pool.submit(asyncio.run, mint_keys(database_url)).result(),
                 **pool.submit(asyncio.run, _mint(database_url, EXTRA_KEYS)).result(),
             }
-    with running(app) as url, _access_log() as access:
-        deployment = Deployment(
-            database_url=database_url,
-            data_dir=data_dir,
-            stubs=stubs,
-            served=Served(url=url, tokens=tokens, database_url=database_url, data_dir=data_dir),
-            tokens=tokens,
-            environment={f"ARVIS_{name.upper()}": str(item) for name, item in overrides.items()},
-            access=access,
-        )
-        try:
-            yield deployment
-        finally:
-            deployment.close_turns()
+    # The in-process app reads the [slack] secrets from the environment as it starts.
+    with pytest.MonkeyPatch.context() as patch:
+        for name, secret in SLACK_ENVIRONMENT.items():
+            patch.setenv(name, secret)
+        with running(app) as url, _access_log() as access:
+            deployment = Deployment(
+                database_url=database_url,
+                data_dir=data_dir,
+                stubs=stubs,
+                served=Served(url=url, tokens=tokens, database_url=database_url, data_dir=data_dir),
+                tokens=tokens,
+                environment={
+                    **{f"ARVIS_{name.upper()}": str(item) for name, item in overrides.items()},
+                    **SLACK_ENVIRONMENT,  # the secrets of [slack], when the configuration has it
+                },
+                access=access,
+            )
+            try:
+                yield deployment
+            finally:
+                deployment.close_turns()
 
 
 class _Lines(logging.Handler):
@@ -295,9 +326,10 @@ def _access_log() -> Iterator[list[dict[str, Any]]]:
         logger.setLevel(level)
 
 
-def shared_configs(stubs: HostileStubs) -> tuple[str, str]:
+def shared_configs(stubs: HostileStubs, slack_api: str) -> tuple[str, str]:
     """The adversarial suite's deployment: every tool kind, every tenant's policy, two
-    tools with consent terms, and evidence on (checkpoints and a witness); and its lite
-    form for processes that run no upstream tool."""
-    extra = terms_tools(stubs) + EVIDENCE
+    tools with consent terms, evidence on (checkpoints and a witness) and approvals in
+    Slack (its Web API at ``slack_api``, a stand-in); and its lite form for processes that
+    run no upstream tool."""
+    extra = terms_tools(stubs) + EVIDENCE + slack_section(slack_api)
     return config_text(stubs, extra=extra), config_text(stubs, LITE_KINDS, extra=EVIDENCE)

@@ -34,8 +34,9 @@ from tests.support.adversarial.answers import (
     from_mcp,
     from_mcp_error,
 )
-from tests.support.adversarial.deployment import Deployment
+from tests.support.adversarial.deployment import Deployment, slack_user
 from tests.support.console import sign_in
+from tests.support.slack import click_body, signed
 
 TURN_RUN = "turn-home"
 """The run the per-turn instance of a deployment serves."""
@@ -246,6 +247,23 @@ class CliDriver(Driver):
         return Done(ran.returncode == 0, raw=ran.stdout + ran.stderr)
 
 
+class SlackDriver(Driver):
+    """Slack's interactions (``POST /slack/interactions``): the Approve click of the Slack
+    user ``[slack.users]`` maps to the principal, signed as Slack signs it."""
+
+    name = "slack"
+
+    def base(self) -> str:
+        return self.deployment.url
+
+    async def approve(self, who: str, confirmation_id: str) -> Done:
+        value = json.dumps({"t": self.deployment.tenant_of(who), "c": confirmation_id})
+        body = click_body(slack_user(who), "arvis_approve", value)
+        async with httpx.AsyncClient(base_url=self.base(), timeout=60) as http:
+            response = await http.post("/slack/interactions", content=body, headers=signed(body))
+        return done_from_http(response)
+
+
 def turn_access_log(driver: Driver) -> list[dict[str, Any]]:
     """The access-log lines a per-turn instance wrote (JSON, on its log file)."""
     lines = []
@@ -322,6 +340,7 @@ ENTRY_POINTS: tuple[EntryPoint, ...] = (
         per_turn=True,
     ),
     EntryPoint("serve-turn/mcp", TurnMcpDriver, _ops("post"), per_turn=True),
+    EntryPoint("slack", SlackDriver, _ops("approve")),
 )
 """Every way in. Add a row to hold a new entry point to every rule of the suite."""
 

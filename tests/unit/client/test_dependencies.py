@@ -29,3 +29,7 @@ def test_the_client_imports_no_kernel_and_no_server_library() -> None:
 def test_the_agents_integration_imports_no_kernel() -> None:
     # The SDK brings its own dependencies; ARVIS's side is the client only.
     assert _under(_loaded_after("arvis.integrations.openai_agents"), KERNEL) == []
+
+
+def test_the_langgraph_integration_imports_no_kernel() -> None:
+    assert _under(_loaded_after("arvis.integrations.langgraph"), KERNEL) == []

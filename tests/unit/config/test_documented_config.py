@@ -19,6 +19,7 @@ from arvis.lifecycle.consent.reconcile import parse_reconcile_config
 from arvis.lifecycle.policy.budgets import parse_budgets_config
 from arvis.lifecycle.policy.policy import parse_confirmations_config, parse_policy_config
 from arvis.providers.config import load_provider_config
+from arvis.slack.config import load_slack
 from arvis.tools.registry import ToolHost, parse_tools_config
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "configuration.md"
@@ -57,6 +58,14 @@ def test_the_documented_arvis_toml_validates_section_by_section() -> None:
     assert parse_reconcile_config(config.reconcile).max_asks == 5
     notify = load_notifications(config.notify, {"ARVIS_WEBHOOK_SECRET": "x" * 32})
     assert [hook.config.name for hook in notify.webhooks] == ["approvals-chat"]
+    slack = load_slack(
+        config.slack,
+        {"ARVIS_SLACK_BOT_TOKEN": "xoxb-1-token", "ARVIS_SLACK_SIGNING_SECRET": "s" * 32},
+    )
+    assert slack is not None
+    approver = slack.approver("U0123ABCDEF")
+    assert approver is not None
+    assert (approver.principal_id, approver.groups) == ("alice", ("payments-leads",))
     assert tools.http[0].reconcile_url is not None
     assert tools.http[0].not_started_statuses == [422]
 

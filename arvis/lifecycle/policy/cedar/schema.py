@@ -158,7 +158,7 @@ namespace Arvis {
   entity Principal in [Tenant] = {
     tenant: String,
     roles: Set<String>,         // "agent", "approver", "auditor", "admin"
-    auth_method: String,        // "api_key", "development", "anonymous"
+    auth_method: String,        // "api_key", "development", "anonymous", "slack"
     key_id?: String,            // the API key's public id
   };
 
