@@ -47,12 +47,13 @@ class _Lane(Generic[_Item]):
     queue: deque[_Waiting[_Item]] = field(default_factory=deque)
 
 
-Send = Callable[[Sequence[_Item]], Awaitable[Sequence[tuple[Any, ...]]]]
+Send = Callable[[str, Sequence[_Item]], Awaitable[Sequence[tuple[Any, ...]]]]
 
 
 class GroupCommit(Generic[_Item]):
-    """Sends the items of a lane through ``send`` (one statement for a list of items,
-    answering one row per item, in order), batching those that queue meanwhile."""
+    """Sends the items of a lane through ``send`` (one statement for the lane and a list
+    of its items, answering one row per item, in order), batching those that queue
+    meanwhile."""
 
     def __init__(self, send: Send[_Item], *, limit: int = LIMIT) -> None:
         self._send = send
@@ -77,14 +78,14 @@ class GroupCommit(Generic[_Item]):
         # Nothing of this lane in flight: this caller sends its item at once, alone.
         self._lanes[lane] = _Lane()
         try:
-            (row,) = await self._sent([item])
+            (row,) = await self._sent(lane, [item])
         finally:
             self._next(lane)
         return row
 
-    async def _sent(self, items: Sequence[_Item]) -> Sequence[tuple[Any, ...]]:
+    async def _sent(self, lane: str, items: Sequence[_Item]) -> Sequence[tuple[Any, ...]]:
         self.sizes[len(items)] += 1
-        rows = await self._send(items)
+        rows = await self._send(lane, items)
         if len(rows) != len(items):
             raise RuntimeError(f"a batch of {len(items)} was answered with {len(rows)} rows")
         return rows
@@ -112,7 +113,7 @@ class GroupCommit(Generic[_Item]):
 
     async def _flush(self, lane: str, batch: list[_Waiting[_Item]]) -> None:
         try:
-            rows = await self._sent([waiting.item for waiting in batch])
+            rows = await self._sent(lane, [waiting.item for waiting in batch])
         except asyncio.CancelledError:
             for waiting in batch:
                 waiting.answer.cancel()

@@ -195,14 +195,13 @@ class PgOperations(PgJournal):
 
 def admit_item(admission: Admission) -> str:
     """``admission`` as one item of ``arvis_admit_batch``: ``arvis_admit``'s arguments
-    by name."""
+    by name, but the tenant (the batch's)."""
     intent = admission.intent
     context = intent.context
     receipt = admission.receipt
     policy = admission.policy
     return json.dumps(
         {
-            "tenant": context.tenant_id,
             "run": context.run_id,
             "plan": intent.plan_id,
             "causal": context.causal_id,

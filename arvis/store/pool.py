@@ -81,12 +81,13 @@ class PgPool:
         assert row is not None
         return row
 
-    async def _batch(self, sql: str, items: Sequence[str]) -> list[tuple[Any, ...]]:
-        """One batch statement (:mod:`arvis.store.batching`): its one argument is the
-        JSON array of ``items`` (each one JSON value already), its rows their answers."""
+    async def _batch(self, sql: str, tenant: str, items: Sequence[str]) -> list[tuple[Any, ...]]:
+        """One batch statement (:mod:`arvis.store.batching`): its arguments are the
+        tenant and the JSON array of ``items`` (each one JSON value already), its rows
+        their answers."""
         async with self._connection() as conn:
             cursor = conn.cursor(row_factory=tuple_row)
-            await cursor.execute(sql, ("[" + ",".join(items) + "]",))
+            await cursor.execute(sql, (tenant, "[" + ",".join(items) + "]"))
             return await cursor.fetchall()
 
     async def _count(self, sql: str, params: Sequence[Any] | dict[str, Any]) -> int:

@@ -9,18 +9,19 @@ from arvis.domain.states import WAITING
 from arvis.store.reads import CONFIRMATION_COLUMNS, UNCERTAIN_COLUMNS
 
 # The two statements of a governed call (bench/floor.py times them alone too). Each
-# carries a batch (issue 25, arvis.store.batching): one argument, the JSON array of its
-# items; one answer row per item, in order. A lone call is a batch of one.
+# carries a batch (issue 25, arvis.store.batching) of one tenant: the tenant, and the
+# JSON array of its items; one answer row per item, in order. A lone call is a batch
+# of one.
 # An admission item names arvis_admit's arguments (arvis.store.operations.admit_item).
 ADMIT_SQL = (
     "SELECT out_status, out_receipt_position, out_run_plan, out_budget"
-    " FROM arvis_admit_batch(%s::jsonb)"
+    " FROM arvis_admit_batch(%s, %s::jsonb)"
 )
 # A journal item is the JSON record arvis.store.journaling.journal_record builds, read
 # as the typed arvis_journal_step (revision 0011).
 JOURNAL_SQL = (
     "SELECT out_status, out_position, out_prev_hash, out_entry_hash"
-    " FROM arvis_journal_batch(%s::jsonb)"
+    " FROM arvis_journal_batch(%s, %s::jsonb)"
 )
 CONSENT_SQL = (
     "SELECT out_status, out_confirmation_id, out_run_plan FROM arvis_request_consent("

@@ -1,13 +1,15 @@
 """Group commit (issue 25): one admission statement and one journaling statement
 carry every step of a tenant that queued while its previous batch was in flight.
 
-- ``arvis_admit_batch(jsonb)``: admits a batch of attempts through ``arvis_admit``,
+- ``arvis_admit_batch(tenant, jsonb)``: admits a batch of attempts through ``arvis_admit``,
   one answer row per item in order; a budget refusal (SQLSTATE AR010) is caught
   around the one item that carries charges and answered ``budget_exceeded``, so it
   undoes only that item's writes.
-- ``arvis_journal_batch(jsonb)``: appends a batch of ``arvis_journal_step`` records
+- ``arvis_journal_batch(tenant, jsonb)``: appends a batch of ``arvis_journal_step`` records
   through ``arvis_journal``, one answer row per item in order.
-- ``arvis_lock_runs(jsonb)``: takes every run lock a batch needs first, in the lock
+- Each takes the tenant first, so a Citus deployment can delegate the call to the
+  tenant's shard (``create_distributed_function(..., 'p_tenant')``).
+- ``arvis_lock_runs(tenant, jsonb)``: takes every run lock a batch needs first, in the lock
   key's order, so batches never deadlock on each other or on lone steps.
 
 No table changes; ``arvis_admit`` and ``arvis_journal`` are unchanged (the batch
@@ -35,7 +37,11 @@ _FROZEN = Path(__file__).resolve().parents[1] / "sql" / "0012"
 
 # In dependency order: the lock before the batches that take it.
 FUNCTIONS = ("arvis_lock_runs", "arvis_admit_batch", "arvis_journal_batch")
-_SIGNATURES = ("arvis_journal_batch(jsonb)", "arvis_admit_batch(jsonb)", "arvis_lock_runs(jsonb)")
+_SIGNATURES = (
+    "arvis_journal_batch(text, jsonb)",
+    "arvis_admit_batch(text, jsonb)",
+    "arvis_lock_runs(text, jsonb)",
+)
 
 
 def upgrade() -> None:

@@ -1,7 +1,7 @@
 -- Admit a batch of attempts (issue 25, group commit): the one admission statement,
--- carrying the attempts of one tenant that queued while its previous batch was in
--- flight (a lone call is a batch of one). Each item is arvis_admit's arguments by
--- name; the items run in their order, so two attempts of one run keep theirs, and
+-- carrying the attempts of one tenant (p_tenant, first, so the call can be delegated
+-- to the tenant's shard) that queued while its previous batch was in flight (a lone
+-- call is a batch of one). Each item is arvis_admit's other arguments by name; the items run in their order, so two attempts of one run keep theirs, and
 -- the batch commits once. Each item gets its own answer, one row per item in
 -- order: arvis_admit's, or 'budget_exceeded' with the spent budget in out_budget.
 -- A refusal of one item never fails its batch-mates: arvis_admit's refusals are
@@ -10,7 +10,7 @@
 -- the item that carries charges, so only that item's writes are undone. Python puts
 -- at most one such item in a batch (after every run lock: arvis_lock_runs).
 CREATE OR REPLACE FUNCTION arvis_admit_batch(
-    p_items jsonb,
+    p_tenant text, p_items jsonb,
     OUT out_status text, OUT out_receipt_position bigint, OUT out_run_plan text,
     OUT out_budget text
 ) RETURNS SETOF record LANGUAGE plpgsql AS $$
@@ -18,11 +18,11 @@ DECLARE
     v record;
 BEGIN
     IF jsonb_array_length(p_items) > 1 THEN
-        PERFORM arvis_lock_runs(p_items);
+        PERFORM arvis_lock_runs(p_tenant, p_items);
     END IF;
     FOR v IN
         SELECT i.* FROM jsonb_array_elements(p_items) WITH ORDINALITY AS e(item, n),
-             jsonb_to_record(e.item) AS i(tenant text, run text, plan text, causal text,
+             jsonb_to_record(e.item) AS i(run text, plan text, causal text,
                  idempotency_key text, tool text, digest text, attempt integer,
                  intent text, capability text, payload text, commitment text,
                  context text, owner text, confirmation text, reserve boolean,
@@ -33,7 +33,7 @@ BEGIN
         IF v.budgets IS NULL THEN
             SELECT a.out_status, a.out_receipt_position, a.out_run_plan
               INTO out_status, out_receipt_position, out_run_plan
-              FROM arvis_admit(v.tenant, v.run, v.plan, v.causal, v.idempotency_key, v.tool,
+              FROM arvis_admit(p_tenant, v.run, v.plan, v.causal, v.idempotency_key, v.tool,
                    v.digest, v.attempt, v.intent, v.capability, v.payload, v.commitment,
                    v.context, v.owner, v.confirmation, v.reserve, v.receipt_position,
                    v.policy, NULL) a;
@@ -41,7 +41,7 @@ BEGIN
             BEGIN
                 SELECT a.out_status, a.out_receipt_position, a.out_run_plan
                   INTO out_status, out_receipt_position, out_run_plan
-                  FROM arvis_admit(v.tenant, v.run, v.plan, v.causal, v.idempotency_key,
+                  FROM arvis_admit(p_tenant, v.run, v.plan, v.causal, v.idempotency_key,
                        v.tool, v.digest, v.attempt, v.intent, v.capability, v.payload,
                        v.commitment, v.context, v.owner, v.confirmation, v.reserve,
                        v.receipt_position, v.policy, v.budgets) a;

@@ -5,13 +5,13 @@
 -- or a batch and a lone step, can never wait on each other in a cycle.
 -- The lock is arvis_bind's (a transaction-scoped advisory lock per run); re-taking
 -- it in a step of the batch costs no wait and writes nothing.
-CREATE OR REPLACE FUNCTION arvis_lock_runs(p_steps jsonb) RETURNS void
+CREATE OR REPLACE FUNCTION arvis_lock_runs(p_tenant text, p_steps jsonb) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     v_lock bigint;
 BEGIN
     FOR v_lock IN
-        SELECT DISTINCT hashtextextended((s ->> 'tenant') || E'\x1f' || (s ->> 'run'), 0) AS k
+        SELECT DISTINCT hashtextextended(p_tenant || E'\x1f' || (s ->> 'run'), 0) AS k
           FROM jsonb_array_elements(p_steps) AS s
          ORDER BY k
     LOOP
