@@ -15,36 +15,34 @@ CREATE OR REPLACE FUNCTION arvis_admit_batch(
     OUT out_budget text
 ) RETURNS SETOF record LANGUAGE plpgsql AS $$
 DECLARE
-    v record;
+    v jsonb;
 BEGIN
     IF jsonb_array_length(p_items) > 1 THEN
         PERFORM arvis_lock_runs(p_tenant, p_items);
     END IF;
-    FOR v IN
-        SELECT i.* FROM jsonb_array_elements(p_items) WITH ORDINALITY AS e(item, n),
-             jsonb_to_record(e.item) AS i(run text, plan text, causal text,
-                 idempotency_key text, tool text, digest text, attempt integer,
-                 intent text, capability text, payload text, commitment text,
-                 context text, owner text, confirmation text, reserve boolean,
-                 receipt_position bigint, policy text, budgets text)
-         ORDER BY e.n
-    LOOP
+    FOR n IN 0 .. jsonb_array_length(p_items) - 1 LOOP
+        v := p_items -> n;
         out_budget := NULL;
-        IF v.budgets IS NULL THEN
+        IF v ->> 'budgets' IS NULL THEN
             SELECT a.out_status, a.out_receipt_position, a.out_run_plan
               INTO out_status, out_receipt_position, out_run_plan
-              FROM arvis_admit(p_tenant, v.run, v.plan, v.causal, v.idempotency_key, v.tool,
-                   v.digest, v.attempt, v.intent, v.capability, v.payload, v.commitment,
-                   v.context, v.owner, v.confirmation, v.reserve, v.receipt_position,
-                   v.policy, NULL) a;
+              FROM arvis_admit(p_tenant, v ->> 'run', v ->> 'plan', v ->> 'causal',
+                   v ->> 'idempotency_key', v ->> 'tool', v ->> 'digest',
+                   (v ->> 'attempt')::integer, v ->> 'intent', v ->> 'capability',
+                   v ->> 'payload', v ->> 'commitment', v ->> 'context', v ->> 'owner',
+                   v ->> 'confirmation', (v ->> 'reserve')::boolean,
+                   (v ->> 'receipt_position')::bigint, v ->> 'policy', NULL) a;
         ELSE
             BEGIN
                 SELECT a.out_status, a.out_receipt_position, a.out_run_plan
                   INTO out_status, out_receipt_position, out_run_plan
-                  FROM arvis_admit(p_tenant, v.run, v.plan, v.causal, v.idempotency_key,
-                       v.tool, v.digest, v.attempt, v.intent, v.capability, v.payload,
-                       v.commitment, v.context, v.owner, v.confirmation, v.reserve,
-                       v.receipt_position, v.policy, v.budgets) a;
+                  FROM arvis_admit(p_tenant, v ->> 'run', v ->> 'plan', v ->> 'causal',
+                       v ->> 'idempotency_key', v ->> 'tool', v ->> 'digest',
+                       (v ->> 'attempt')::integer, v ->> 'intent', v ->> 'capability',
+                       v ->> 'payload', v ->> 'commitment', v ->> 'context', v ->> 'owner',
+                       v ->> 'confirmation', (v ->> 'reserve')::boolean,
+                       (v ->> 'receipt_position')::bigint, v ->> 'policy',
+                       v ->> 'budgets') a;
             EXCEPTION WHEN SQLSTATE 'AR010' THEN
                 GET STACKED DIAGNOSTICS out_budget = PG_EXCEPTION_DETAIL;
                 out_status := 'budget_exceeded';

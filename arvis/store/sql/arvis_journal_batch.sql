@@ -19,11 +19,8 @@ BEGIN
     IF jsonb_array_length(p_steps) > 1 THEN
         PERFORM arvis_lock_runs(p_tenant, p_steps);
     END IF;
-    FOR v IN
-        SELECT (jsonb_populate_record(NULL::arvis_journal_step, e.step)).*
-          FROM jsonb_array_elements(p_steps) WITH ORDINALITY AS e(step, n)
-         ORDER BY e.n
-    LOOP
+    FOR n IN 0 .. jsonb_array_length(p_steps) - 1 LOOP
+        v := jsonb_populate_record(NULL::arvis_journal_step, p_steps -> n);
         IF v.tenant IS DISTINCT FROM p_tenant THEN
             RAISE EXCEPTION 'a batch of tenant % holds a step of tenant %', p_tenant, v.tenant
                   USING ERRCODE = 'invalid_parameter_value';
