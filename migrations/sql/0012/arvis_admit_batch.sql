@@ -31,9 +31,7 @@ CREATE OR REPLACE FUNCTION arvis_admit_batch(
 DECLARE
     v jsonb;
 BEGIN
-    IF jsonb_array_length(p_items) > 1 THEN
-        PERFORM arvis_lock_runs(p_tenant, p_items);
-    END IF;
+    PERFORM arvis_lock_runs(p_tenant, p_items);
     FOR n IN 0 .. jsonb_array_length(p_items) - 1 LOOP
         v := p_items -> n;
         out_budget := NULL;
