@@ -40,7 +40,6 @@ FUNCTIONS = ("arvis_lock_runs", "arvis_admit_batch", "arvis_journal_batch")
 _SIGNATURES = (
     "arvis_journal_batch(text, jsonb)",
     "arvis_admit_batch(text, jsonb)",
-    "arvis_admit_item(text, jsonb)",
     "arvis_lock_runs(text, jsonb)",
 )
 

@@ -4,16 +4,12 @@
 -- them, the budget rows of its one charged step (in budget order), so two batches,
 -- or a batch and a lone step, can never wait on each other in a cycle.
 -- The lock is arvis_bind's (a transaction-scoped advisory lock per run); re-taking
--- it in a step of the batch costs no wait and writes nothing. A batch of one takes
--- its run's lock in its step, as a lone step always did.
+-- it in a step of the batch costs no wait and writes nothing.
 CREATE OR REPLACE FUNCTION arvis_lock_runs(p_tenant text, p_steps jsonb) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     v_lock bigint;
 BEGIN
-    IF jsonb_array_length(p_steps) < 2 THEN
-        RETURN;
-    END IF;
     FOR v_lock IN
         SELECT DISTINCT hashtextextended(p_tenant || E'\x1f' || (s ->> 'run'), 0) AS k
           FROM jsonb_array_elements(p_steps) AS s

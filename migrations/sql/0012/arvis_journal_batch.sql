@@ -16,7 +16,9 @@ CREATE OR REPLACE FUNCTION arvis_journal_batch(
 DECLARE
     v arvis_journal_step;
 BEGIN
-    PERFORM arvis_lock_runs(p_tenant, p_steps);
+    IF jsonb_array_length(p_steps) > 1 THEN
+        PERFORM arvis_lock_runs(p_tenant, p_steps);
+    END IF;
     FOR n IN 0 .. jsonb_array_length(p_steps) - 1 LOOP
         v := jsonb_populate_record(NULL::arvis_journal_step, p_steps -> n);
         IF v.tenant IS DISTINCT FROM p_tenant THEN
