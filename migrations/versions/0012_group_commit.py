@@ -39,7 +39,7 @@ _FROZEN = Path(__file__).resolve().parents[1] / "sql" / "0012"
 FUNCTIONS = ("arvis_lock_runs", "arvis_admit_batch", "arvis_journal_batch")
 _SIGNATURES = (
     "arvis_journal_batch(text, jsonb)",
-    "arvis_admit_batch(text, jsonb)",
+    "arvis_admit_batch(text, jsonb, boolean)",
     "arvis_lock_runs(text, jsonb)",
 )
 
