@@ -122,51 +122,51 @@ class Statements:
             n = next(self._numbers)
             run, key, intent = f"st-run-{n // 500}", f"{n:064x}", f"int_st_{n}"
             start = time.perf_counter()
+            item = {
+                "run": run,
+                "plan": self.PLAN,
+                "causal": f"c-{n}",
+                "idempotency_key": key,
+                "tool": "echo",
+                "digest": digest,
+                "attempt": 1,
+                "intent": intent,
+                "capability": f"cap_st_{n}",
+                "payload": '{"n":1,"text":"hello"}',
+                "commitment": "c" * 64,
+                "context": self.CONTEXT,
+                "owner": "i/1",
+                "reserve": False,
+                "policy": self.POLICY,
+            }
+            # A batch of one item (issue 25), as a lone governed call sends it.
             admitted = self.conn.execute(
-                ADMIT_SQL,
-                (
-                    "bench",
-                    run,
-                    self.PLAN,
-                    f"c-{n}",
-                    key,
-                    "echo",
-                    digest,
-                    1,
-                    intent,
-                    f"cap_st_{n}",
-                    '{"n":1,"text":"hello"}',
-                    "c" * 64,
-                    self.CONTEXT,
-                    "i/1",
-                    None,
-                    False,
-                    None,
-                    self.POLICY,
-                    None,
-                ),
+                ADMIT_SQL, ("bench", json.dumps([item], separators=(",", ":")))
             )
             if (row := admitted.fetchone()) is None or row[0] != "admitted":
                 raise RuntimeError(f"arvis_admit answered {row}")
             journaled = self.conn.execute(
                 JOURNAL_SQL,
                 (
+                    "bench",
                     json.dumps(
-                        {
-                            "tenant": "bench",
-                            "run": run,
-                            "kind": "execution",
-                            "causal": f"c-{n}",
-                            "idempotency_key": key,
-                            "attempt": 1,
-                            "intent": intent,
-                            "boundary": "EFFECT_COMPLETED",
-                            "retryable": False,
-                            "body": self.BODY,
-                            "recorded_at": "2026-12-01T12:00:00.000000+00:00",
-                            "settle": True,
-                            "release_budgets": False,
-                        },
+                        [
+                            {
+                                "tenant": "bench",
+                                "run": run,
+                                "kind": "execution",
+                                "causal": f"c-{n}",
+                                "idempotency_key": key,
+                                "attempt": 1,
+                                "intent": intent,
+                                "boundary": "EFFECT_COMPLETED",
+                                "retryable": False,
+                                "body": self.BODY,
+                                "recorded_at": "2026-12-01T12:00:00.000000+00:00",
+                                "settle": True,
+                                "release_budgets": False,
+                            }
+                        ],
                         separators=(",", ":"),
                     ),
                 ),

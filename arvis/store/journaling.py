@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, NamedTuple
 
 from psycopg_pool import AsyncConnectionPool
@@ -29,6 +30,7 @@ from arvis.lifecycle.writes import (
     Resolution,
     ResolveAnswer,
 )
+from arvis.store.batching import GroupCommit
 from arvis.store.pool import PgPool
 from arvis.store.statements import APPROVE_SQL, JOURNAL_SQL, RESOLVE_SQL
 
@@ -116,6 +118,9 @@ class PgJournal(PgPool):
 
     def __init__(self, pool: AsyncConnectionPool, fingerprint: str) -> None:
         super().__init__(pool, fingerprint)
+        self.journals: GroupCommit[str] = GroupCommit(partial(self._batch, JOURNAL_SQL))
+        """The one journaling path of the lifecycle's entries: each tenant's, batched
+        (issue 25)."""
         self.append_observers: list[Callable[[JournalEntry], None]] = []
         """Told of every entry a step appended, after its commit (the checkpointer,
         the witness feed). An observer must not block and must not raise."""
@@ -123,10 +128,16 @@ class PgJournal(PgPool):
     async def _append(
         self, sql: str, params: tuple[Any, ...], header: JournalHeader, body: str, at: str
     ) -> tuple[Any, JournalEntry | None]:
-        """Run one journaling statement; answer its status and the entry it answered
+        """Run one journaling statement; answer its status and the entry it answered."""
+        return self._placed(await self._row(sql, params), header, body, at)
+
+    def _placed(
+        self, row: tuple[Any, ...], header: JournalHeader, body: str, at: str
+    ) -> tuple[Any, JournalEntry | None]:
+        """A journaling statement's answer row as its status and the entry it answered
         (None: none), built in one place for every step that appends. The append
         observers hear of each entry appended, whichever step appended it."""
-        status, position, prev_hash, entry_hash = await self._row(sql, params)
+        status, position, prev_hash, entry_hash = row
         if position is None:
             return status, None
         assert prev_hash is not None
@@ -153,9 +164,12 @@ class PgJournal(PgPool):
         body = artifact_text(append.artifact)
         at = stamp(append.recorded_at)
         header = JournalHeader(append.key, append.artifact.kind, append.intent_id, append.boundary)
-        status, entry = await self._append(
-            JOURNAL_SQL, (journal_record(append, body, at),), header, body, at
+        row = await self.journals.submit(
+            append.key.tenant_id,
+            journal_record(append, body, at),
+            charged=append.settle and append.release_budgets,
         )
+        status, entry = self._placed(row, header, body, at)
         return AppendAnswer(status=status, entry=entry)
 
     async def resolve(self, resolution: Resolution) -> ResolveAnswer:

@@ -12,13 +12,13 @@ adds admission, consent, the decision's history, recovery's reads and the leases
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Any
 
-import psycopg
 from psycopg.rows import dict_row, tuple_row
+from psycopg_pool import AsyncConnectionPool
 
 from arvis.domain.boundary import EffectBoundary
-from arvis.domain.errors import IntegrityConflict
 from arvis.domain.ids import IdempotencyKey, RunId, TenantId
 from arvis.lifecycle.policy.budgets import charges_text
 from arvis.lifecycle.records import (
@@ -29,12 +29,12 @@ from arvis.lifecycle.records import (
     UncertainAttempt,
 )
 from arvis.lifecycle.writes import Admission, AdmitAnswer, ConsentAnswer, ConsentRequest
+from arvis.store.batching import GroupCommit
 from arvis.store.journaling import PgJournal
 from arvis.store.reads import confirmation_from, uncertain_from
 from arvis.store.statements import (
     ADMIT_SQL,
     BEAT_LEASE_SQL,
-    BUDGET_EXCEEDED_STATE,
     CLAIM_LEASE_SQL,
     CONSENT_SQL,
     EXPIRABLE_SQL,
@@ -53,42 +53,18 @@ class PgOperations(PgJournal):
 
     # -- the write steps ----------------------------------------------------
 
+    def __init__(self, pool: AsyncConnectionPool, fingerprint: str) -> None:
+        super().__init__(pool, fingerprint)
+        self.admissions: GroupCommit[str] = GroupCommit(partial(self._batch, ADMIT_SQL))
+        """The one admission path: each tenant's admissions, batched (issue 25)."""
+
     async def admit(self, admission: Admission) -> AdmitAnswer:
-        intent = admission.intent
-        context = intent.context
-        receipt = admission.receipt
-        policy = admission.policy
-        params = (
-            context.tenant_id,
-            context.run_id,
-            intent.plan_id,
-            context.causal_id,
-            intent.idempotency_key,
-            intent.tool,
-            intent.payload.digest,
-            intent.attempt,
-            intent.intent_id,
-            intent.capability_id,
-            admission.payload_text,
-            admission.commitment,
-            context.model_dump_json(),
-            context.instance_id,
-            intent.confirmation_id,
-            admission.reserve,
-            None if receipt is None else receipt.position,
-            None if policy is None else policy.model_dump_json(),
-            charges_text(admission.charges),
+        status, position, plan, budget = await self.admissions.submit(
+            admission.intent.context.tenant_id,
+            admit_item(admission),
+            charged=bool(admission.charges),
         )
-        try:
-            status, position, plan = await self._row(ADMIT_SQL, params)
-        except IntegrityConflict as exc:
-            budget = _spent_budget(exc)
-            if budget is None:
-                raise
-            return AdmitAnswer(
-                status="budget_exceeded", receipt_position=None, run_plan=None, budget=budget
-            )
-        return AdmitAnswer(status=status, receipt_position=position, run_plan=plan)
+        return AdmitAnswer(status=status, receipt_position=position, run_plan=plan, budget=budget)
 
     async def request_consent(self, request: ConsentRequest) -> ConsentAnswer:
         record = request.confirmation
@@ -217,10 +193,34 @@ class PgOperations(PgJournal):
             return [(str(name), str(holder)) for name, holder in await cursor.fetchall()]
 
 
-def _spent_budget(error: IntegrityConflict) -> str | None:
-    """The budget ``arvis_admit`` found spent, when that is what ``error`` is."""
-    cause = error.__cause__
-    if not isinstance(cause, psycopg.Error) or cause.sqlstate != BUDGET_EXCEEDED_STATE:
-        return None
-    diag = cause.diag.message_detail
-    return diag if isinstance(diag, str) else None
+def admit_item(admission: Admission) -> str:
+    """``admission`` as one item of ``arvis_admit_batch``: ``arvis_admit``'s arguments
+    by name, but the tenant (the batch's)."""
+    intent = admission.intent
+    context = intent.context
+    receipt = admission.receipt
+    policy = admission.policy
+    return json.dumps(
+        {
+            "run": context.run_id,
+            "plan": intent.plan_id,
+            "causal": context.causal_id,
+            "idempotency_key": intent.idempotency_key,
+            "tool": intent.tool,
+            "digest": intent.payload.digest,
+            "attempt": intent.attempt,
+            "intent": intent.intent_id,
+            "capability": intent.capability_id,
+            "payload": admission.payload_text,
+            "commitment": admission.commitment,
+            "context": context.model_dump_json(),
+            "owner": context.instance_id,
+            "confirmation": intent.confirmation_id,
+            "reserve": admission.reserve,
+            "receipt_position": None if receipt is None else receipt.position,
+            "policy": None if policy is None else policy.model_dump_json(),
+            "budgets": charges_text(admission.charges),
+        },
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )

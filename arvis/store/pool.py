@@ -81,6 +81,15 @@ class PgPool:
         assert row is not None
         return row
 
+    async def _batch(self, sql: str, tenant: str, items: Sequence[str]) -> list[tuple[Any, ...]]:
+        """One batch statement (:mod:`arvis.store.batching`): its arguments are the
+        tenant and the JSON array of ``items`` (each one JSON value already), its rows
+        their answers."""
+        async with self._connection() as conn:
+            cursor = conn.cursor(row_factory=tuple_row)
+            await cursor.execute(sql, (tenant, "[" + ",".join(items) + "]"))
+            return await cursor.fetchall()
+
     async def _count(self, sql: str, params: Sequence[Any] | dict[str, Any]) -> int:
         async with self._connection() as conn:
             cursor = await conn.execute(sql, params)

@@ -8,19 +8,21 @@ from __future__ import annotations
 from arvis.domain.states import WAITING
 from arvis.store.reads import CONFIRMATION_COLUMNS, UNCERTAIN_COLUMNS
 
-# The two statements of a governed call (bench/floor.py times them alone too).
+# The two statements of a governed call (bench/floor.py times them alone too). Each
+# carries a batch (issue 25, arvis.store.batching) of one tenant: the tenant, and the
+# JSON array of its items; one answer row per item, in order. A lone call is a batch
+# of one.
+# An admission item names arvis_admit's arguments (arvis.store.operations.admit_item).
 ADMIT_SQL = (
-    "SELECT out_status, out_receipt_position, out_run_plan FROM arvis_admit("
-    "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    "SELECT out_status, out_receipt_position, out_run_plan, out_budget"
+    " FROM arvis_admit_batch(%s, %s::jsonb)"
 )
-# One argument: the JSON record arvis.store.journaling.journal_record builds, read as
-# the typed arvis_journal_step (revision 0011).
+# A journal item is the JSON record arvis.store.journaling.journal_record builds, read
+# as the typed arvis_journal_step (revision 0011).
 JOURNAL_SQL = (
-    "SELECT out_status, out_position, out_prev_hash, out_entry_hash FROM arvis_journal("
-    "jsonb_populate_record(NULL::arvis_journal_step, %s::jsonb))"
+    "SELECT out_status, out_position, out_prev_hash, out_entry_hash"
+    " FROM arvis_journal_batch(%s, %s::jsonb)"
 )
-# arvis_admit raises it when a budget charge does not fit (arvis/store/sql/arvis_admit.sql).
-BUDGET_EXCEEDED_STATE = "AR010"
 CONSENT_SQL = (
     "SELECT out_status, out_confirmation_id, out_run_plan FROM arvis_request_consent("
     "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"

@@ -24,6 +24,7 @@ def _revision(name: str) -> ModuleType:
 
 
 HEAD = _revision("0011_rules_that_are_the_code")
+BATCH = _revision("0012_group_commit")
 
 
 def test_the_boundary_functions_are_generated_from_the_domain() -> None:
@@ -32,11 +33,17 @@ def test_the_boundary_functions_are_generated_from_the_domain() -> None:
     )
 
 
-@pytest.mark.parametrize("name", [*HEAD.FUNCTIONS, HEAD.TRIGGERS])
-def test_the_current_text_is_the_head_revisions_frozen_text(name: str) -> None:
+# Each function's current text is the text of the last revision that installed it.
+FROZEN = [("0011", name) for name in (*HEAD.FUNCTIONS, HEAD.TRIGGERS)] + [
+    ("0012", name) for name in BATCH.FUNCTIONS
+]
+
+
+@pytest.mark.parametrize(("revision", "name"), FROZEN)
+def test_the_current_text_is_the_head_revisions_frozen_text(revision: str, name: str) -> None:
     current = (STORE_SQL / f"{name}.sql").read_text()
-    frozen = (MIGRATIONS_DIR / "sql" / "0011" / f"{name}.sql").read_text()
-    assert current == frozen, f"{name} changed since revision 0011: that is a new revision"
+    frozen = (MIGRATIONS_DIR / "sql" / revision / f"{name}.sql").read_text()
+    assert current == frozen, f"{name} changed since revision {revision}: that is a new revision"
 
 
 def test_the_trigger_file_splits_into_its_three_statements() -> None:
