@@ -21,6 +21,11 @@ ConfirmationState: TypeAlias = Literal[
 ]
 
 
+HEAD_SIGNED_HEADER = "ARVIS-Head-Signed"
+"""On ``GET /v1/runs/{id}/bundle``: ``false`` when the deployment signs checkpoints but
+could not sign the run's head now (its last entries will not verify with the key)."""
+
+
 class Wire(BaseModel):
     model_config = ConfigDict(frozen=True)
 

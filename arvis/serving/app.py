@@ -11,7 +11,15 @@ from fastapi.responses import JSONResponse
 from starlette.routing import Route
 
 from arvis import __version__
-from arvis.api.routes import budgets, confirmations, resolutions, runs, syscalls, system
+from arvis.api.routes import (
+    budgets,
+    bundles,
+    confirmations,
+    resolutions,
+    runs,
+    syscalls,
+    system,
+)
 from arvis.api.routes import checkpoints as run_checkpoints
 from arvis.bootstrap import build_kernel
 from arvis.config import Environment, load_settings
@@ -98,6 +106,7 @@ def create_app(
     for module in (syscalls, runs, resolutions, confirmations, system, budgets):
         app.include_router(module.router)
     app.include_router(run_checkpoints.router)
+    app.include_router(bundles.router)
     mount_console(app)
     # MCP over streamable HTTP (arvis.mcp.server): bodies are bounded JSON like any
     # other, and every answer is one JSON response, so the middlewares below apply.
