@@ -20,6 +20,7 @@ from arvis.cli.common import (
     settings_or_exit,
 )
 from arvis.cli.keys import DEMO_KEYS_FILE, DEMO_TENANT, ensure_demo_keys
+from arvis.client import KEY_VARIABLE, URL_VARIABLE
 from arvis.config import Settings
 from arvis.store.database import DatabaseTarget
 from arvis.store.errors import translate
@@ -95,21 +96,29 @@ def _print_welcome(
     echo(f"Operator console: {url}/console  (sign in with the approver, auditor or admin key)")
     echo("Post a first syscall:")
     echo("")
+    echo(f"  export {URL_VARIABLE}={url}")
     echo(f"  {_key_export('agent', keys_file)}")
     echo(f"  curl -s -X POST {url}/v1/syscalls \\")
-    echo('    -H "Authorization: Bearer $ARVIS_KEY" -H "Content-Type: application/json" \\')
+    echo(f'    -H "Authorization: Bearer ${KEY_VARIABLE}" -H "Content-Type: application/json" \\')
     body = (
         '{"name": "tool.execute", "run_id": "demo-run", "causal_id": "step-1",'
         ' "decision": {"tool": "echo", "payload": {"hello": "world"}}}'
     )
     echo(f"    -d {shlex.quote(body)}")
     echo("")
+    echo(f"Read it back with the auditor's key ({URL_VARIABLE} and {KEY_VARIABLE} make arvis ask")
+    echo("the server instead of the database):")
+    echo("")
+    echo(f"  {_key_export('auditor', keys_file)}")
+    echo("  arvis journal demo-run && arvis verify demo-run")
+    echo("")
     echo("Then follow the walk-through in README.md.")
 
 
 def _key_export(role: str, keys_file: Path) -> str:
     reader = f"import json,sys; print(json.load(open(sys.argv[1]))[{role!r}])"
-    return f"export ARVIS_KEY=$(python3 -c {shlex.quote(reader)} {shlex.quote(str(keys_file))})"
+    reading = f"python3 -c {shlex.quote(reader)} {shlex.quote(str(keys_file))}"
+    return f"export {KEY_VARIABLE}=$({reading})"
 
 
 def _serve(

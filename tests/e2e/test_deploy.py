@@ -48,6 +48,12 @@ def _compose() -> dict[str, Any]:
     return compose
 
 
+def _startup_probe() -> list[str]:
+    """The job's sidecar startup probe: the command it runs inside the container."""
+    command: list[str] = _job_containers()["arvis"]["startupProbe"]["exec"]["command"]
+    return command
+
+
 def _job_containers() -> dict[str, dict[str, Any]]:
     spec = load_yaml(DEPLOY / "per-turn" / "job.yaml")["spec"]["template"]["spec"]
     return {c["name"]: c for c in spec.get("initContainers", []) + spec["containers"]}
@@ -183,7 +189,7 @@ def test_no_deploy_file_holds_a_secret() -> None:
     arvis, agent = _job_containers()["arvis"], _job_containers()["agent"]
     url = next(e for e in arvis["env"] if e["name"] == "ARVIS_DATABASE_URL")
     assert set(url) == {"name", "valueFrom"}
-    key = next(e for e in agent["env"] if e["name"] == "TURN_ARVIS_KEY")
+    key = next(e for e in agent["env"] if e["name"] == "ARVIS_API_KEY")
     assert set(key) == {"name", "valueFrom"}
 
 
@@ -259,13 +265,18 @@ def test_the_job_runs_arvis_as_a_sidecar_that_drains_before_it_is_killed() -> No
     assert arvis in pod["initContainers"]
     assert arvis["restartPolicy"] == "Always"
     assert arvis["args"][:2] == ["serve-turn", "$(TURN_RUN_ID)"]
-    assert arvis["startupProbe"]["httpGet"] == {"path": "/readyz", "port": PORT}
+    # ARVIS listens on the loopback: the probe runs inside the container (an httpGet
+    # probe would go to the pod IP, where nothing listens).
+    assert arvis["args"][arvis["args"].index("--host") + 1] == "127.0.0.1"
+    assert "httpGet" not in arvis["startupProbe"]
+    assert f"http://127.0.0.1:{PORT}/readyz" in " ".join(_startup_probe())
     env = {e["name"]: e.get("value") for e in arvis["env"]}
     assert env["ARVIS_ENV"] == "production"
     assert float(pod["terminationGracePeriodSeconds"]) > float(env["ARVIS_SHUTDOWN_GRACE_S"])
     agent = {e["name"]: e.get("value") for e in _job_containers()["agent"]["env"]}
     assert agent["TURN_RUN_ID"] == env["TURN_RUN_ID"]
-    assert agent["TURN_ARVIS_URL"] == f"http://127.0.0.1:{PORT}"
+    assert agent["ARVIS_URL"] == f"http://127.0.0.1:{PORT}"
+    assert "ARVIS_API_KEY" in agent
     assert arvis["securityContext"]["readOnlyRootFilesystem"] is True
 
 
@@ -359,8 +370,8 @@ def test_run_turn_sh_runs_an_agent_turn_on_an_instance_of_its_own(
         "import json, os, urllib.request\n"
         "body = json.dumps({'name': 'tool.execute', 'run_id': os.environ['TURN_RUN_ID'],"
         " 'causal_id': 'c1', 'decision': {'tool': 'echo', 'payload': {}}}).encode()\n"
-        "request = urllib.request.Request(os.environ['TURN_ARVIS_URL'] + '/v1/syscalls', body,"
-        " {'Authorization': 'Bearer ' + os.environ['AGENT_KEY'],"
+        "request = urllib.request.Request(os.environ['ARVIS_URL'] + '/v1/syscalls', body,"
+        " {'Authorization': 'Bearer ' + os.environ['ARVIS_API_KEY'],"
         " 'Content-Type': 'application/json'})\n"
         "print(json.load(urllib.request.urlopen(request, timeout=30))['boundary'])\n"
     )
@@ -373,7 +384,10 @@ def test_run_turn_sh_runs_an_agent_turn_on_an_instance_of_its_own(
             cwd=tmp_path,
             env=env,
         )
-        env["AGENT_KEY"] = created.stdout.strip().splitlines()[-1]
+        keyless = wheel.run(Path("/bin/sh"), script, "run-sh-0", "true", cwd=tmp_path, env=env)
+        assert keyless.returncode == 2
+        assert "ARVIS_API_KEY" in keyless.stderr
+        env["ARVIS_API_KEY"] = created.stdout.strip().splitlines()[-1]
 
         turn = wheel.run(
             Path("/bin/sh"), script, "run-sh", "python", "-c", agent, cwd=tmp_path, env=env
@@ -389,5 +403,19 @@ def test_run_turn_sh_runs_an_agent_turn_on_an_instance_of_its_own(
         )
         assert failed.returncode == 3, failed.stderr
         assert json.loads(failed.stderr.strip().splitlines()[-1])["exit_code"] == 0
+
+        # The job's startup probe, run as the agent on a loopback-bound instance on a port
+        # of the orchestrator's choosing: it passes.
+        port = free_port()
+        probe = with_port(_image_program(wheel, _startup_probe()), port)
+        probed = wheel.run(
+            Path("/bin/sh"),
+            script,
+            "run-sh-3",
+            *probe,
+            cwd=tmp_path,
+            env={**env, "TURN_PORT": str(port)},
+        )
+        assert probed.returncode == 0, probed.stderr
     finally:
         drop_database(pg_server_url, url)
