@@ -28,6 +28,7 @@ from arvis.console import mount as mount_console
 from arvis.kernel import Kernel
 from arvis.lifecycle.syscalls import SyscallObserver
 from arvis.mcp.endpoint import McpEndpoint
+from arvis.serving.docs import serve_docs
 from arvis.serving.fastlane import SyscallFastLane
 from arvis.web.identity import AnyIdentity
 from arvis.web.logs import configure_json_logging
@@ -96,10 +97,12 @@ def create_app(
         lifespan=lifespan,
         description="Durable effect governance for AI agents. See docs/http.md.",
         openapi_url="/openapi.json" if open_docs else None,
-        docs_url="/docs" if open_docs else None,
-        redoc_url="/redoc" if open_docs else None,
+        docs_url=None,  # arvis.serving.docs: the same pages, with no CDN
+        redoc_url=None,
     )
-    if not open_docs:
+    if open_docs:
+        serve_docs(app, "/openapi.json")
+    else:
         _serve_schema_to_keys(app)
     app.state.metrics = metrics
     install_problem_handlers(app)
