@@ -18,6 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from arvis.domain.errors import ConfigurationError
 from arvis.domain.loading import is_attribute_spec, load_attribute
+from arvis.domain.sections import first_error
 
 
 class Environment(StrEnum):
@@ -129,9 +130,9 @@ def load_settings() -> Settings:
     try:
         return Settings()
     except ValidationError as exc:
-        first = exc.errors()[0]
-        name = "ARVIS_" + str(first["loc"][0]).upper() if first["loc"] else "ARVIS_*"
-        raise ConfigurationError(f"{name}: {first['msg']}") from None
+        where, message = first_error(exc)
+        name = "ARVIS_" + where.split(".")[0].upper() if where else "ARVIS_*"
+        raise ConfigurationError(f"{name}: {message}") from None
 
 
 def load_file_config(settings: Settings) -> FileConfig:
@@ -148,9 +149,8 @@ def load_file_config(settings: Settings) -> FileConfig:
     try:
         return FileConfig.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise ConfigurationError(f"{path}: [{where}] {first['msg']}") from None
+        where, message = first_error(exc)
+        raise ConfigurationError(f"{path}: [{where}] {message}") from None
 
 
 def load_object(spec: str, section: str) -> Any:

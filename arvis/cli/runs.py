@@ -3,7 +3,6 @@ the database or, in remote mode (arvis.cli.remote), from a server."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -11,12 +10,10 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from arvis.cli import evidence
-from arvis.cli.common import JsonFlag, fail, settings_or_exit, with_kernel
+from arvis.cli.common import JsonFlag, deployment_or_exit, fail, settings_or_exit, with_kernel
 from arvis.cli.output import emit_json, outcome_table, table
 from arvis.cli.remote import KeyOption, TenantOption, UrlOption, local_tenant, remote
 from arvis.client import SyscallAnswer
-from arvis.deployment import declared_plan
-from arvis.domain.errors import ArvisError
 from arvis.domain.ids import RunId, TenantId
 from arvis.kernel import Kernel
 from arvis.lifecycle.evidence.report import EvidenceReport
@@ -37,12 +34,8 @@ def register(app: typer.Typer) -> None:
 
 def tools(json_out: JsonFlag = False) -> None:
     """The declared tools of the current plan, with their governance metadata."""
-    settings = settings_or_exit()
-    try:
-        plan = asyncio.run(declared_plan(settings))
-    except ArvisError as exc:
-        fail(exc.message)
-    rows = describe_plan(plan)
+    # The check serve runs: a file serve refuses lists nothing (exit 1).
+    rows = describe_plan(deployment_or_exit(settings_or_exit()))
     if json_out:
         emit_json(rows)
         return

@@ -132,5 +132,13 @@ def _serve(
     # uvicorn re-raises SIGTERM after its graceful shutdown; exiting through
     # SystemExit instead lets the embedded PostgreSQL be stopped at exit.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    typer.echo(f"ARVIS {__version__} serving on http://{host}:{port}", err=True)
-    server.serve(settings, host=host, port=port, workers=workers)
+    # Listening before saying so: a port in use is one error line, never "serving on".
+    try:
+        listener = server.listen(host, port)
+    except OSError as exc:
+        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+    shown = f"[{host}]" if ":" in host else host
+    typer.echo(
+        f"ARVIS {__version__} serving on http://{shown}:{listener.getsockname()[1]}", err=True
+    )
+    server.serve(settings, listener, workers=workers)
