@@ -66,6 +66,9 @@ class Settings(BaseSettings):
     console_session_ttl_s: float = Field(default=8 * 3600, ge=60, le=30 * 86400)
     """How long an operator console session (``/console``) lasts after signing in."""
     log_level: str = "INFO"
+    metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    """Serve ``/metrics`` with no key on ``127.0.0.1:<port>`` as well, for a scraper on the
+    same host (or pod); nothing else answers there. Unset: ``/metrics`` needs an admin key."""
     signing_key_file: Path | None = None
     """The Ed25519 key that signs run checkpoints (``arvis keys signing create``); unset:
     no checkpoints. Never in the database; must be readable by its owner only."""

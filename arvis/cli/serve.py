@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 import signal
+import socket
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -25,6 +27,8 @@ from arvis.config import Settings
 from arvis.store.database import DatabaseTarget
 from arvis.store.errors import translate
 from arvis.store.migrate import upgrade
+
+log = logging.getLogger("arvis.serve")
 
 
 def register(app: typer.Typer) -> None:
@@ -125,6 +129,8 @@ def _serve(
     settings: Settings, target: DatabaseTarget, *, host: str, port: int, workers: int
 ) -> None:
     from arvis.serving import server
+    from arvis.serving.metricsport import METRICS_HOST
+    from arvis.web.logs import configure_json_logging
 
     # Workers are separate processes: they reach the (possibly embedded) database
     # through the URL this parent resolved, and never start their own server.
@@ -133,12 +139,30 @@ def _serve(
     # SystemExit instead lets the embedded PostgreSQL be stopped at exit.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     # Listening before saying so: a port in use is one error line, never "serving on".
+    listener = _listen(host, port)
+    metrics = None
+    if settings.metrics_port is not None:
+        metrics = _listen(METRICS_HOST, settings.metrics_port)
+    # JSON lines on stderr from here on, this process's too (docs/http.md, "Logs").
+    configure_json_logging(settings.log_level)
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{listener.getsockname()[1]}"
+    fields: dict[str, object] = {
+        "event": "serving",
+        "message": f"ARVIS {__version__} serving on {url}",
+        "url": url,
+        "workers": workers,
+    }
+    if metrics is not None:
+        fields["metrics_url"] = f"http://{METRICS_HOST}:{settings.metrics_port}/metrics"
+    log.info("serving", extra={"fields": fields})
+    server.serve(settings, listener, workers=workers, metrics=metrics)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    from arvis.serving.server import listen
+
     try:
-        listener = server.listen(host, port)
+        return listen(host, port)
     except OSError as exc:
         fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
-    shown = f"[{host}]" if ":" in host else host
-    typer.echo(
-        f"ARVIS {__version__} serving on http://{shown}:{listener.getsockname()[1]}", err=True
-    )
-    server.serve(settings, listener, workers=workers)

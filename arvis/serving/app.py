@@ -30,6 +30,7 @@ from arvis.lifecycle.syscalls import SyscallObserver
 from arvis.mcp.endpoint import McpEndpoint
 from arvis.serving.docs import serve_docs
 from arvis.serving.fastlane import SyscallFastLane
+from arvis.serving.metricsport import MetricsPort
 from arvis.web.identity import AnyIdentity
 from arvis.web.logs import configure_json_logging
 from arvis.web.metrics import ApiMetrics
@@ -57,6 +58,7 @@ def create_app(
     environment: Environment | None = None,
     owns_kernel: bool = True,
     metrics: ApiMetrics | None = None,
+    metrics_port: int | None = None,
 ) -> FastAPI:
     """Build the app; the kernel is wired at start-up and closed at shutdown.
 
@@ -67,7 +69,8 @@ def create_app(
     (arvis.serving.fastlane; the tests compare the two). ``owns_kernel=False`` leaves
     starting and closing the kernel to the caller (``arvis serve-turn`` starts it
     before it listens and closes it after); such a caller builds the kernel with the
-    ``metrics`` it hands in as its observer.
+    ``metrics`` it hands in as its observer. With ``metrics_port``, requests that came in
+    on that port get ``/metrics`` with no key, and nothing else (arvis.serving.metricsport).
     """
     factory = kernel_factory or build_kernel
     if max_body_bytes is None or request_timeout_s is None or environment is None:
@@ -134,6 +137,8 @@ def create_app(
     # Outermost: whichever layer answers under /console (a route, the body guard, the
     # deadline, the router's 405), the answer carries the console's security headers.
     app.add_middleware(ConsoleHeaders)
+    if metrics_port is not None:
+        app.add_middleware(MetricsPort, port=metrics_port)
     return app
 
 
@@ -154,4 +159,5 @@ def create_served_app() -> FastAPI:
         max_body_bytes=settings.max_body_bytes,
         request_timeout_s=settings.request_timeout_s,
         environment=settings.env,
+        metrics_port=settings.metrics_port,
     )

@@ -50,6 +50,7 @@ from uvicorn.server import ServerState
 from uvicorn.supervisors import Multiprocess
 
 from arvis.config import Settings
+from arvis.web.logs import configure_json_logging
 from arvis.web.problems import PROBLEM_MEDIA_TYPE, problem_document
 
 # How long a refused connection goes on reading (and dropping) what the client
@@ -384,10 +385,18 @@ def listen(host: str, port: int) -> socket.socket:
     return listener
 
 
-def serve(settings: Settings, listener: socket.socket, *, workers: int) -> None:
-    """Serve the HTTP API on ``listener`` until stopped (what ``arvis serve`` does once
-    the deployment and the database were checked). Exits 3 when it cannot start."""
+def serve(
+    settings: Settings,
+    listener: socket.socket,
+    *,
+    workers: int,
+    metrics: socket.socket | None = None,
+) -> None:
+    """Serve the HTTP API on ``listener`` (and ``/metrics`` alone on ``metrics``, the
+    socket of ``ARVIS_METRICS_PORT``) until stopped: what ``arvis serve`` does once the
+    deployment and the database were checked. Exits 3 when it cannot start."""
     host, port = listener.getsockname()[:2]
+    sockets = [listener] if metrics is None else [listener, metrics]
     config = ServerConfig(
         "arvis.serving.app:create_served_app",
         limits=ConnectionLimits.from_settings(settings),
@@ -398,13 +407,16 @@ def serve(settings: Settings, listener: socket.socket, *, workers: int) -> None:
         log_level=settings.log_level.lower(),
         access_log=False,
     )
+    # After uvicorn's own logging set-up (in the config): the supervisor of --workers N
+    # logs JSON lines too, like its workers (which set theirs in create_served_app).
+    configure_json_logging(settings.log_level)
     server = uvicorn.Server(config)
     # As uvicorn.run: a Ctrl-C before uvicorn's own signal handlers are in place
     # ends the server quietly.
     with contextlib.suppress(KeyboardInterrupt):
         if workers > 1:
-            Multiprocess(config, sockets=[listener]).run()
+            Multiprocess(config, sockets=sockets).run()
             return
-        server.run(sockets=[listener])
+        server.run(sockets=sockets)
     if not server.started:
         sys.exit(STARTUP_FAILURE)
