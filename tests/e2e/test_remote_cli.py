@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -219,3 +220,47 @@ def test_keys_remotely_speak_the_key_routes() -> None:
         ("POST", "/v1/keys", {"principal": "bot", "roles": ["agent"], "groups": []}),
         ("POST", "/v1/keys/k0123456789abcdef/revoke", None),
     ]
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _readme_commands() -> list[list[str]]:
+    """The README walk-through's remote-CLI step, one argv per ``arvis`` line (an
+    ``ARVIS_API_KEY=$AGENT`` prefix kept as the first word)."""
+    text = README.read_text(encoding="utf-8")
+    block = text.split("<!-- walkthrough: remote-cli -->", 1)[1].split("```sh", 1)[1]
+    block = block.split("```", 1)[0]
+    commands = []
+    for line in block.splitlines():
+        words = shlex.split(line.split("#", 1)[0])
+        if "export" in words[:1] or not words:
+            continue
+        commands.append(words)
+    return commands
+
+
+def test_the_readmes_remote_cli_step_runs_as_written(
+    served: str,
+    tokens: dict[str, str],
+    run_id: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    commands = _readme_commands()
+    assert [c[1] if c[0].startswith("ARVIS_") else c[0] for c in commands] == [
+        ".venv/bin/arvis"
+    ] * len(commands)
+    monkeypatch.chdir(tmp_path)
+    keys = {"$AUDITOR": tokens["acme:auditor"], "$AGENT": tokens["acme:agent"]}
+    outputs = []
+    for words in commands:
+        env = _remote(served, keys["$AUDITOR"])
+        if words[0].startswith("ARVIS_API_KEY="):
+            env["ARVIS_API_KEY"] = keys[words.pop(0).split("=", 1)[1]]
+        args = [run_id if w == "demo-run" else w for w in words[1:]]
+        outputs.append(_ok(env, *args))
+    assert "probe.unsure" in outputs[0]
+    assert f"run {run_id}: chain intact" in outputs[1]
+    assert "intact" in outputs[3]
+    assert "EFFECT_COMPLETED" in outputs[4]
