@@ -18,6 +18,7 @@ from typer.testing import CliRunner, Result
 from arvis.bootstrap import build_kernel
 from arvis.cli import app
 from arvis.client import ArvisClient, Executed
+from arvis.evidence.keys import SigningKey
 from arvis.serving.app import create_app
 from tests.support.http import app_settings, mint_keys
 from tests.support.reliability import free_port
@@ -264,3 +265,27 @@ def test_the_readmes_remote_cli_step_runs_as_written(
     assert f"run {run_id}: chain intact" in outputs[1]
     assert "intact" in outputs[3]
     assert "EFFECT_COMPLETED" in outputs[4]
+
+
+def test_verify_with_the_auditors_own_key_checks_the_served_bundle_here(
+    database_url: str, tokens: dict[str, str], tmp_path: Path
+) -> None:
+    key = SigningKey.create(tmp_path / "signing.pem")
+    public = tmp_path / "signing.pub.pem"
+    public.write_text(key.public.pem)
+    settings = app_settings(database_url, tmp_path, signing_key_file=tmp_path / "signing.pem")
+    with running(create_app(functools.partial(build_kernel, settings))) as url:
+        with ArvisClient(url, tokens["acme:agent"]) as agent:
+            agent.execute("run-signed", "c-1", "echo", {"signed": True})
+        auditor = _remote(url, tokens["acme:auditor"])
+        trusted = _ok(auditor, "verify", "run-signed", "--public-key", str(public))
+        other = SigningKey.create(tmp_path / "other.pem")
+        (tmp_path / "other.pub.pem").write_text(other.public.pem)
+        wrong = _invoke(
+            auditor, "verify", "run-signed", "--public-key", str(tmp_path / "other.pub.pem")
+        )
+
+    assert "bundle of run run-signed (tenant acme): intact, 1 entries, 1 checkpoints" in trusted
+    assert "trusted key given: every entry covered" in trusted
+    assert wrong.exit_code == 1
+    assert f"not the trusted {other.public.key_id[:16]}" in wrong.output
