@@ -12,7 +12,7 @@ import typer
 
 from arvis.cli.common import fail, settings_or_exit, with_kernel
 from arvis.cli.output import emit_json
-from arvis.cli.remote import KeyOption, Remote, TenantOption, UrlOption, local_tenant, remote
+from arvis.cli.remote import Remote, TenantOption, local_tenant, remote_capable
 from arvis.domain.errors import ArvisError
 from arvis.domain.ids import RunId, TenantId
 from arvis.evidence.bundle import verify_bundle
@@ -71,6 +71,7 @@ def _public_key(path: Path | None) -> PublicKey | None:
         fail(exc.message, 2)
 
 
+@remote_capable
 def export(
     run: Annotated[str, typer.Argument(help="The run id.")],
     tenant: TenantOption = None,
@@ -81,11 +82,9 @@ def export(
         Path | None,
         typer.Option(help="The public key to embed; default: the deployment's (local mode)."),
     ] = None,
-    url: UrlOption = None,
-    key: KeyOption = None,
+    server: Remote | None = None,
 ) -> None:
     """Write one self-contained audit bundle of the run, for `arvis verify --bundle`."""
-    server = remote(url, key)
     if server is not None:
         if public_key is not None:
             fail("--public-key is for local export: a served bundle embeds the server's key", 2)

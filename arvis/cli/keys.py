@@ -16,7 +16,7 @@ import typer
 from arvis.bootstrap import Administration
 from arvis.cli.common import database_or_exit, fail, settings_or_exit, with_administration
 from arvis.cli.output import emit_json, table
-from arvis.cli.remote import TENANT_VARIABLE, KeyOption, UrlOption, local_tenant, remote
+from arvis.cli.remote import TENANT_VARIABLE, Remote, local_tenant, remote_capable
 from arvis.client import ApiKey
 from arvis.domain.apikeys import ApiKeyRecord
 from arvis.domain.authorization import GROUP_PATTERN
@@ -28,6 +28,15 @@ DEMO_TENANT = "demo"
 DEMO_ROLES: tuple[Role, ...] = ROLES
 DEMO_KEYS_FILE = "demo-keys.json"
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for machines.")]
+TenantScope = Annotated[
+    str | None,
+    typer.Option(
+        envvar=TENANT_VARIABLE,
+        help=f"Only this tenant's keys (revoke: refuse unless the key is this tenant's);"
+        f" default: {TENANT_VARIABLE}. Remote mode: the admin key's tenant.",
+        show_default=False,
+    ),
+]
 
 
 def _row(record: ApiKeyRecord | ApiKey) -> dict[str, Any]:
@@ -52,6 +61,7 @@ def _url() -> str:
 
 
 @keys_app.command("create")
+@remote_capable
 def create(
     principal: Annotated[str, typer.Option(help="Who uses the key (recorded in the journal).")],
     role: Annotated[list[str], typer.Option(help="agent, approver, auditor or admin; repeatable.")],
@@ -70,8 +80,7 @@ def create(
             help="An approver group the key belongs to (e.g. payments-leads); repeatable."
         ),
     ] = None,
-    url: UrlOption = None,
-    key: KeyOption = None,
+    server: Remote | None = None,
 ) -> None:
     """Create a key. Its token is printed once, as the last line; only a hash is stored."""
     roles = _roles(role)
@@ -81,7 +90,6 @@ def create(
     for name in groups:
         if not re.fullmatch(GROUP_PATTERN, name):
             fail(f"{name!r} is not a group name (lowercase letters, digits, '.', '_', '-')", 2)
-    server = remote(url, key)
     if server is not None:
         created = server.call(lambda client: client.create_key(principal, roles, groups=groups))
         _print_created(created.key_id, created.principal, created.tenant_id, roles, groups)
@@ -125,22 +133,13 @@ def _roles(given: list[str]) -> list[Role]:
 
 
 @keys_app.command("list")
+@remote_capable
 def list_keys(
-    tenant: Annotated[
-        str | None,
-        typer.Option(
-            envvar=TENANT_VARIABLE,
-            help=f"Only this tenant's keys; default: {TENANT_VARIABLE}. Remote mode: the"
-            " admin key's tenant.",
-            show_default=False,
-        ),
-    ] = None,
+    tenant: TenantScope = None,
     json_out: JsonFlag = False,
-    url: UrlOption = None,
-    key: KeyOption = None,
+    server: Remote | None = None,
 ) -> None:
     """List keys (never their secrets)."""
-    server = remote(url, key)
     if server is not None:
         rows = [_row(k) for k in server.call(lambda client: client.keys())]
     else:
@@ -157,22 +156,13 @@ def list_keys(
 
 
 @keys_app.command("revoke")
+@remote_capable
 def revoke(
     key_id: Annotated[str, typer.Argument(help="The key id (kXXXXXXXXXXXXXXXX).")],
-    tenant: Annotated[
-        str | None,
-        typer.Option(
-            envvar=TENANT_VARIABLE,
-            help=f"Refuse unless the key is this tenant's; default: {TENANT_VARIABLE}."
-            " Remote mode: the admin key's tenant.",
-            show_default=False,
-        ),
-    ] = None,
-    url: UrlOption = None,
-    key: KeyOption = None,
+    tenant: TenantScope = None,
+    server: Remote | None = None,
 ) -> None:
     """Revoke a key; requests with it are refused from now on."""
-    server = remote(url, key)
     if server is not None:
         server.call(lambda client: client.revoke_key(key_id))
     else:

@@ -10,10 +10,12 @@ mode prints its own (docs/http.md, docs/client.md).
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -77,6 +79,34 @@ class Remote:
                 fail(f"cannot reach ARVIS at {client.base_url}: {exc.message}")
             except ArvisClientError as exc:
                 fail(exc.message)
+
+
+def remote_capable(command: Callable[..., T]) -> Callable[..., T]:
+    """``command`` with ``--url`` and ``--key`` added to its options; it is called with
+    ``server``, the :class:`Remote` they name, or None in local mode.
+
+    One place for the two options and their rule (a URL needs a key), instead of the
+    same two parameters and the same first line in every command that can go remote.
+    """
+    signature = inspect.signature(command, eval_str=True)
+    kept = [p for p in signature.parameters.values() if p.name != "server"]
+    added = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=option)
+        for name, option in (("url", UrlOption), ("key", KeyOption))
+    ]
+
+    @functools.wraps(command)
+    def with_server(*args: Any, url: str | None = None, key: str | None = None, **kw: Any) -> T:
+        return command(*args, server=remote(url, key), **kw)
+
+    # Typer reads the options from the signature and the (resolved) annotations.
+    with_server.__signature__ = signature.replace(parameters=[*kept, *added])  # type: ignore[attr-defined]
+    with_server.__annotations__ = {
+        **{k: v for k, v in command.__annotations__.items() if k != "server"},
+        "url": UrlOption,
+        "key": KeyOption,
+    }
+    return with_server
 
 
 def remote(url: str | None, key: str | None) -> Remote | None:

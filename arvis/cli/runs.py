@@ -12,7 +12,7 @@ import typer
 from arvis.cli import evidence
 from arvis.cli.common import JsonFlag, deployment_or_exit, fail, settings_or_exit, with_kernel
 from arvis.cli.output import emit_json, outcome_table, table
-from arvis.cli.remote import KeyOption, TenantOption, UrlOption, local_tenant, remote
+from arvis.cli.remote import Remote, TenantOption, local_tenant, remote_capable
 from arvis.client import SyscallAnswer
 from arvis.domain.ids import RunId, TenantId
 from arvis.kernel import Kernel
@@ -63,17 +63,16 @@ def _journal_row(entry: Any) -> dict[str, Any]:
     }
 
 
+@remote_capable
 def journal(
     run: RunArgument,
     tenant: TenantOption = None,
     after: Annotated[int, typer.Option(min=0, help="Entries after this position.")] = 0,
     limit: Annotated[int, typer.Option(min=1, max=1000, help="How many entries.")] = 1000,
     json_out: JsonFlag = False,
-    url: UrlOption = None,
-    key: KeyOption = None,
+    server: Remote | None = None,
 ) -> None:
     """The run's journal entries in chain order."""
-    server = remote(url, key)
     if server is not None:
         page = server.call(lambda client: client.journal(run, after=after, limit=limit))
         rows = [_journal_row(e) for e in page.entries]
@@ -93,6 +92,7 @@ def journal(
     table(shown, columns, empty="no entries")
 
 
+@remote_capable
 def verify(
     run: Annotated[str | None, typer.Argument(help="The run id (not with --bundle).")] = None,
     tenant: TenantOption = None,
@@ -109,8 +109,7 @@ def verify(
         typer.Option(help="Check an exported audit bundle offline, with no database."),
     ] = None,
     json_out: JsonFlag = False,
-    url: UrlOption = None,
-    key: KeyOption = None,
+    server: Remote | None = None,
 ) -> None:
     """Recompute the run's hash chain, check its signed checkpoints and its witness.
     Without --public-key or --witness, with the deployment's configured key and file
@@ -125,7 +124,6 @@ def verify(
         return
     if run is None:
         fail("name the run (or give --bundle FILE)", 2)
-    server = remote(url, key)
     if server is not None:
         evidence.verify_remote(server, run, public_key, witness, json_out)
         return
@@ -144,15 +142,14 @@ def verify(
     evidence.print_report(run, report, json_out, key=keyed, witness=witnessed)
 
 
+@remote_capable
 def replay(
     run: RunArgument,
     tenant: TenantOption = None,
     json_out: JsonFlag = False,
-    url: UrlOption = None,
-    key: KeyOption = None,
+    server: Remote | None = None,
 ) -> None:
     """The recorded result of each decision in causal order. Runs nothing."""
-    server = remote(url, key)
     results: Sequence[SyscallResult | SyscallAnswer]
     if server is not None:
         results = server.call(lambda client: list(client.iter_replay(run)))

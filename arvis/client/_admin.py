@@ -14,7 +14,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from arvis.client._calls import Call, Pages, _segment
+from arvis.client._calls import Call, _segment
 
 __all__ = ["ApiKey", "CreatedKey", "KeyList", "RunSummary", "RunsPage"]
 
@@ -37,10 +37,6 @@ class RunsPage(_Wire):
 
     runs: list[RunSummary]
     next_cursor: str | None = None
-
-    @property
-    def next_after(self) -> str | None:
-        return self.next_cursor
 
 
 class ApiKey(_Wire):
@@ -74,16 +70,6 @@ def runs(
     params: dict[str, str | int] = {k: v for k, v in filters.items() if v is not None}
     params["limit"] = limit
     return Call("GET", "/v1/runs", RunsPage.model_validate, params=params)
-
-
-def run_pages(
-    status: str | None, principal: str | None, tool: str | None, page_size: int
-) -> Pages[RunsPage, RunSummary]:
-    return Pages(
-        lambda cursor: runs(cursor, page_size, status, principal, tool),
-        lambda page: page.runs,
-        None,
-    )
 
 
 def keys() -> Call[KeyList]:

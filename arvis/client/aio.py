@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import httpx
 
 from arvis.client import _admin, _calls
-from arvis.client._admin import ApiKey, CreatedKey, RunsPage, RunSummary
+from arvis.client._admin import ApiKey, CreatedKey, RunsPage
 from arvis.client._base import BaseClient
 from arvis.client._calls import Call, P, Pages, SyscallAnswer
 from arvis.client.errors import ArvisClientError
@@ -138,17 +138,6 @@ class AsyncArvisClient(BaseClient[httpx.AsyncClient, httpx.AsyncBaseTransport]):
     ) -> RunsPage:
         """One page of this tenant's runs (auditor), newest activity first, filtered."""
         return await self._send(_admin.runs(cursor, limit, status, principal, tool))
-
-    def iter_runs(
-        self,
-        *,
-        status: str | None = None,
-        principal: str | None = None,
-        tool: str | None = None,
-        page_size: int = 100,
-    ) -> AsyncIterator[RunSummary]:
-        """Every run that matches, page by page."""
-        return self._each(_admin.run_pages(status, principal, tool, page_size))
 
     async def keys(self) -> list[ApiKey]:
         """This tenant's API keys, never their secrets (admin)."""

@@ -10,7 +10,6 @@ boundary), fails validation and surfaces as
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
@@ -179,22 +178,9 @@ class ConfirmationPage(_Wire):
     next_after: str | None
 
 
-class Resolution(_Wire):
+class Resolution(_Wire, wire.Resolution):
     """``POST /v1/runs/{id}/attempts/{key}/{attempt}/resolve``: the resolution entry."""
 
-    run_id: str
-    causal_id: str
-    idempotency_key: str
-    attempt: int
-    boundary: Boundary
-    """The resolved boundary: EFFECT_COMPLETED, EFFECT_FAILED or EFFECT_NOT_STARTED."""
-    resolves: int
-    """The journal position of the uncertain entry (never changed)."""
-    resolved_by: str
-    evidence: str
-    journal_position: int
-    entry_hash: str
-    recorded_at: datetime
     consent: dict[str, Any] | None = None
     """The consent's new round (``confirmation_id``, ``round``, ``state``, ``approvals``,
     ``quorum``), when the attempt ran under consent and is resolved as not started."""

@@ -100,3 +100,21 @@ class Confirmation(Wire):
     reason: str | None
     expires_at: datetime
     created_at: datetime
+
+
+class Resolution(Wire):
+    """``POST /v1/runs/{id}/attempts/{key}/{attempt}/resolve``: the resolution entry."""
+
+    run_id: str
+    causal_id: str
+    idempotency_key: str
+    attempt: int
+    boundary: EffectBoundary
+    """The resolved boundary: EFFECT_COMPLETED, EFFECT_FAILED or EFFECT_NOT_STARTED."""
+    resolves: int
+    """The journal position of the uncertain entry (never changed)."""
+    resolved_by: str
+    evidence: str
+    journal_position: int
+    entry_hash: str
+    recorded_at: datetime

@@ -10,7 +10,9 @@ and a Content-Security-Policy keeps the browser from loading anything off it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib.resources import files
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.openapi.docs import (
@@ -47,41 +49,46 @@ def serve_docs(app: FastAPI, openapi_url: str) -> None:
     assets = files("fastapi_offline") / "static"
     app.mount(ASSETS, StaticFiles(directory=str(assets)), name="docs-assets")
 
-    def asset(request: Request, name: str) -> str:
-        return f"{request.scope.get('root_path', '')}{ASSETS}/{name}"
-
-    @app.get("/docs", include_in_schema=False)
-    async def swagger_ui(request: Request) -> HTMLResponse:
-        return _same_host_only(
-            get_swagger_ui_html(
-                openapi_url=request.scope.get("root_path", "") + openapi_url,
-                title=f"{app.title} - Swagger UI",
-                oauth2_redirect_url=OAUTH2_REDIRECT,
-                swagger_js_url=asset(request, "swagger-ui-bundle.js"),
-                swagger_css_url=asset(request, "swagger-ui.css"),
-                swagger_favicon_url=asset(request, "favicon.png"),
-                # No badge that sends the schema to the public validator.
-                swagger_ui_parameters={"validatorUrl": None},
-            )
+    def swagger_ui(url: _Urls) -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=url(openapi_url),
+            title=f"{app.title} - Swagger UI",
+            oauth2_redirect_url=OAUTH2_REDIRECT,
+            swagger_js_url=url(f"{ASSETS}/swagger-ui-bundle.js"),
+            swagger_css_url=url(f"{ASSETS}/swagger-ui.css"),
+            swagger_favicon_url=url(f"{ASSETS}/favicon.png"),
+            # No badge that sends the schema to the public validator.
+            swagger_ui_parameters={"validatorUrl": None},
         )
+
+    def redoc(url: _Urls) -> HTMLResponse:
+        return get_redoc_html(
+            openapi_url=url(openapi_url),
+            title=f"{app.title} - ReDoc",
+            redoc_js_url=url(f"{ASSETS}/redoc.standalone.js"),
+            redoc_favicon_url=url(f"{ASSETS}/favicon.png"),
+            with_google_fonts=False,
+        )
+
+    for path, page in (("/docs", swagger_ui), ("/redoc", redoc)):
+        app.add_api_route(path, _same_host_only(page), include_in_schema=False)
 
     @app.get(OAUTH2_REDIRECT, include_in_schema=False)
     async def swagger_ui_redirect() -> HTMLResponse:
         return get_swagger_ui_oauth2_redirect_html()
 
-    @app.get("/redoc", include_in_schema=False)
-    async def redoc(request: Request) -> HTMLResponse:
-        return _same_host_only(
-            get_redoc_html(
-                openapi_url=request.scope.get("root_path", "") + openapi_url,
-                title=f"{app.title} - ReDoc",
-                redoc_js_url=asset(request, "redoc.standalone.js"),
-                redoc_favicon_url=asset(request, "favicon.png"),
-                with_google_fonts=False,
-            )
-        )
+
+_Urls = Callable[[str], str]
+"""A path of this app as the browser must ask for it (behind a proxy's root path)."""
 
 
-def _same_host_only(page: HTMLResponse) -> HTMLResponse:
-    page.headers["Content-Security-Policy"] = POLICY
-    return page
+def _same_host_only(page: Callable[[_Urls], HTMLResponse]) -> Callable[..., Any]:
+    """The route answering ``page``, under the policy that loads nothing off this host."""
+
+    async def route(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        answer = page(lambda path: f"{root}{path}")
+        answer.headers["Content-Security-Policy"] = POLICY
+        return answer
+
+    return route

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.mcp_client import notes_command, serve_arvis
+from tests.support.reliability import taken_port
 from tests.support.server import running
 from tests.support.upstream.acting import ActingEndpoint, ActingUpstream
 
@@ -211,10 +211,7 @@ def test_a_validators_message_reaches_the_operator_without_pydantics_prefix(
 def test_a_port_in_use_is_one_line_and_nothing_says_it_serves(
     database_url: str, tmp_path: Path
 ) -> None:
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen(1)
-        port = taken.getsockname()[1]
+    with taken_port() as port:
         env = {
             **os.environ,
             "ARVIS_DATABASE_URL": database_url,

@@ -26,13 +26,11 @@ from tests.support.server import running
 
 pytestmark = pytest.mark.db
 
-CONFIG = """
-[tools]
-factories = ["tests.support.unsuretools:make_tools"]
-
-[policy.default]
-no_consent_tools = ["probe.unsure"]
-"""
+# probe.unsure: its first call ends uncertain, for ``arvis resolve``.
+CONFIG = (
+    '[tools]\nfactories = ["tests.support.unsuretools:make_tools"]\n'
+    '[policy.default]\nno_consent_tools = ["probe.unsure"]\n'
+)
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import httpx
 import pytest
 
 from tests.support.http import mint_keys
-from tests.support.reliability import Served, auth, free_port, syscall_body
+from tests.support.reliability import Served, auth, free_port, syscall_body, taken_port
 
 pytestmark = pytest.mark.db
 
@@ -86,16 +85,9 @@ def test_every_line_the_served_process_writes_is_json_and_tracing_says_it_is_on(
 def test_a_metrics_port_that_is_taken_stops_serve_with_one_line(
     database_url: str, tmp_path: Path
 ) -> None:
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen(1)
-        port = taken.getsockname()[1]
-        server = Served(
-            database_url,
-            tmp_path,
-            instance_id="metrics-taken",
-            env={"ARVIS_METRICS_PORT": str(port)},
-        )
+    with taken_port() as port:
+        env = {"ARVIS_METRICS_PORT": str(port)}
+        server = Served(database_url, tmp_path, instance_id="metrics-taken", env=env)
         server.spawn()
         assert server.process is not None
         assert server.process.wait(timeout=120) == 1
