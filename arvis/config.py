@@ -18,6 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from arvis.domain.errors import ConfigurationError
 from arvis.domain.loading import is_attribute_spec, load_attribute
+from arvis.domain.sections import first_error
 
 
 class Environment(StrEnum):
@@ -65,6 +66,9 @@ class Settings(BaseSettings):
     console_session_ttl_s: float = Field(default=8 * 3600, ge=60, le=30 * 86400)
     """How long an operator console session (``/console``) lasts after signing in."""
     log_level: str = "INFO"
+    metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    """Serve ``/metrics`` with no key on ``127.0.0.1:<port>`` as well, for a scraper on the
+    same host (or pod); nothing else answers there. Unset: ``/metrics`` needs an admin key."""
     signing_key_file: Path | None = None
     """The Ed25519 key that signs run checkpoints (``arvis keys signing create``); unset:
     no checkpoints. Never in the database; must be readable by its owner only."""
@@ -131,9 +135,9 @@ def load_settings() -> Settings:
     try:
         return Settings()
     except ValidationError as exc:
-        first = exc.errors()[0]
-        name = "ARVIS_" + str(first["loc"][0]).upper() if first["loc"] else "ARVIS_*"
-        raise ConfigurationError(f"{name}: {first['msg']}") from None
+        where, message = first_error(exc)
+        name = "ARVIS_" + where.split(".")[0].upper() if where else "ARVIS_*"
+        raise ConfigurationError(f"{name}: {message}") from None
 
 
 def load_file_config(settings: Settings) -> FileConfig:
@@ -150,9 +154,8 @@ def load_file_config(settings: Settings) -> FileConfig:
     try:
         return FileConfig.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise ConfigurationError(f"{path}: [{where}] {first['msg']}") from None
+        where, message = first_error(exc)
+        raise ConfigurationError(f"{path}: [{where}] {message}") from None
 
 
 def load_object(spec: str, section: str) -> Any:

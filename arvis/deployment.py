@@ -134,17 +134,16 @@ async def declared_plan(settings: Settings, file_config: FileConfig | None = Non
     return StaticToolPlanSource(dispatcher).current
 
 
-async def check_deployment(settings: Settings) -> None:
-    """Everything ``arvis.toml`` declares, built and checked, without a database.
+def check_file(settings: Settings) -> FileConfig:
+    """Every section of ``arvis.toml`` read and checked on its own, nothing started.
 
-    ``arvis serve`` runs this before it starts workers, so a contradictory tool or
-    a broken section stops start-up with one line naming it, not a traceback.
-    """
+    Every ``arvis`` command runs this (``settings_or_exit``), so a file that ``serve``
+    would refuse is refused by all of them, with the same line. What needs the tools
+    themselves (their definitions, upstream MCP servers, Cedar policies against them)
+    is :func:`check_deployment`'s."""
     file_config = load_file_config(settings)
-    plan = await declared_plan(settings, file_config)
-    build_policy(
-        parse_policy_config(file_config.policy), settings.config_dir, plan.definitions.values()
-    )
+    parse_tools_config(file_config.tools)
+    parse_policy_config(file_config.policy)
     parse_budgets_config(file_config.budgets)
     parse_confirmations_config(file_config.confirmations)
     parse_reconcile_config(file_config.reconcile)
@@ -159,3 +158,20 @@ async def check_deployment(settings: Settings) -> None:
         from arvis.providers.config import load_provider_config
 
         load_provider_config(file_config.provider)
+    return file_config
+
+
+async def check_deployment(settings: Settings) -> ToolPlan:
+    """Everything ``arvis.toml`` declares, built and checked, without a database; the
+    declared plan.
+
+    ``arvis serve`` runs this before it starts workers (and ``arvis tools`` to list the
+    plan), so a contradictory tool or a broken section stops start-up with one line
+    naming it, not a traceback.
+    """
+    file_config = check_file(settings)
+    plan = await declared_plan(settings, file_config)
+    build_policy(
+        parse_policy_config(file_config.policy), settings.config_dir, plan.definitions.values()
+    )
+    return plan

@@ -90,20 +90,7 @@ class ConsentRoundOut(_Out):
     quorum: int
 
 
-class ResolutionOut(_Out):
-    run_id: str
-    causal_id: str
-    idempotency_key: str
-    attempt: int
-    boundary: str
-    """The resolved boundary: EFFECT_COMPLETED, EFFECT_FAILED or EFFECT_NOT_STARTED."""
-    resolves: int
-    """The journal position of the uncertain entry (never changed)."""
-    resolved_by: str
-    evidence: str
-    journal_position: int
-    entry_hash: str
-    recorded_at: datetime
+class ResolutionOut(wire.Resolution):
     consent: ConsentRoundOut | None = None
     """The consent's new round, when the attempt ran under consent and is resolved as
     not started (else null: the resolution leaves every consent as it is)."""

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from arvis.bootstrap import Administration
     from arvis.kernel import Kernel
     from arvis.lifecycle.syscalls import SyscallObserver
+    from arvis.tools.plans import ToolPlan
 
 T = TypeVar("T")
 
@@ -31,10 +32,20 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 
 def settings_or_exit() -> Settings:
+    """The settings, with ``arvis.toml`` checked as ``serve`` checks it (every section;
+    what needs the tools built is :func:`deployment_or_exit`'s). A bad setting exits 2,
+    a bad file 1, with one line."""
+    from arvis.deployment import check_file
+
     try:
-        return load_settings()
+        settings = load_settings()
     except ArvisError as exc:
         fail(exc.message, 2)
+    try:
+        check_file(settings)
+    except ArvisError as exc:
+        fail(exc.message)
+    return settings
 
 
 def database_or_exit(settings: Settings, *, stop_at_exit: bool = True) -> DatabaseTarget:
@@ -44,12 +55,13 @@ def database_or_exit(settings: Settings, *, stop_at_exit: bool = True) -> Databa
         fail(exc.message)
 
 
-def deployment_or_exit(settings: Settings) -> None:
-    """Stop with one line when ``arvis.toml`` declares something unusable."""
+def deployment_or_exit(settings: Settings) -> ToolPlan:
+    """The declared plan; stop with one line when ``arvis.toml`` declares something
+    unusable."""
     from arvis.deployment import check_deployment
 
     try:
-        asyncio.run(check_deployment(settings))
+        return asyncio.run(check_deployment(settings))
     except ArvisError as exc:
         fail(exc.message)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -11,9 +12,11 @@ import typer
 
 from arvis.cli.common import fail, settings_or_exit, with_kernel
 from arvis.cli.output import emit_json
+from arvis.cli.remote import Remote, TenantOption, local_tenant, remote_capable
 from arvis.domain.errors import ArvisError
 from arvis.domain.ids import RunId, TenantId
 from arvis.evidence.bundle import verify_bundle
+from arvis.evidence.export import Exported
 from arvis.evidence.keys import PublicKey, SigningKey
 from arvis.evidence.witness import read_witness
 from arvis.kernel import Kernel
@@ -68,37 +71,70 @@ def _public_key(path: Path | None) -> PublicKey | None:
         fail(exc.message, 2)
 
 
+@remote_capable
 def export(
     run: Annotated[str, typer.Argument(help="The run id.")],
-    tenant: Annotated[str, typer.Option(help="The tenant whose run this is.")],
+    tenant: TenantOption = None,
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="Write here; default: standard output.")
     ] = None,
     public_key: Annotated[
         Path | None,
-        typer.Option(help="The public key to embed; default: the deployment's."),
+        typer.Option(help="The public key to embed; default: the deployment's (local mode)."),
     ] = None,
+    server: Remote | None = None,
 ) -> None:
     """Write one self-contained audit bundle of the run, for `arvis verify --bundle`."""
-    given = _public_key(public_key)
+    if server is not None:
+        if public_key is not None:
+            fail("--public-key is for local export: a served bundle embeds the server's key", 2)
+        served = server.call(lambda client: client.bundle(run))
+        data, head_signed = served.data, served.head_signed
+    else:
+        given = _public_key(public_key)
+        tenant_id = TenantId(local_tenant(tenant))
 
-    async def use(kernel: Kernel) -> bytes:
-        exported = await kernel.bundles.export(TenantId(tenant), RunId(run), given)
-        if not exported.head_signed:
-            typer.echo(
-                f"arvis: warning: the head of run {run} was not signed (see the log):"
-                " its last entries will not verify with the public key",
-                err=True,
-            )
-        return exported.data
+        async def use(kernel: Kernel) -> Exported:
+            return await kernel.bundles.export(tenant_id, RunId(run), given)
 
-    data = with_kernel(use)
+        exported = with_kernel(use)
+        data, head_signed = exported.data, exported.head_signed
+    if not head_signed:
+        typer.echo(
+            f"arvis: warning: the head of run {run} was not signed (see the log):"
+            " its last entries will not verify with the public key",
+            err=True,
+        )
     if output is None:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
     else:
         output.write_bytes(data)
         typer.echo(f"wrote the bundle of run {run} ({len(data)} bytes) to {output}", err=True)
+
+
+def verify_remote(
+    server: Remote, run: str, public_key: Path | None, witness: Path | None, json_out: bool
+) -> None:
+    """``arvis verify RUN`` in remote mode. With the auditor's own key or witness, the
+    run's bundle as served is checked here (the server's word is not taken for it);
+    without, the server's verification is printed."""
+    if public_key is not None or witness is not None:
+        trusted = _public_key(public_key)
+        records = None if witness is None else _witness_records(witness)
+        served = server.call(lambda client: client.bundle(run))
+        _verify_bundle(served.data, f"run {run} (as served)", trusted, records, json_out)
+        return
+    answer = server.call(lambda client: client.verify(run))
+    fields = {f.name for f in dataclasses.fields(EvidenceReport)}
+    report = EvidenceReport(
+        **{
+            **{k: v for k, v in answer.model_dump().items() if k in fields},
+            "checkpoints": answer.checkpoints or 0,
+        }
+    )
+    # The API does not say whether a witness is configured: only a disagreement shows.
+    print_report(run, report, json_out, key=answer.checkpoints is not None, witness=False)
 
 
 def verify_bundle_file(
@@ -111,13 +147,24 @@ def verify_bundle_file(
         data = bundle.read_bytes()
     except OSError as exc:
         fail(f"cannot read {bundle}: {exc.strerror}", 2)
+    _verify_bundle(data, str(bundle), trusted, records, json_out)
+
+
+def _verify_bundle(
+    data: bytes,
+    label: str,
+    trusted: PublicKey | None,
+    records: list[dict[str, Any]] | None,
+    json_out: bool,
+) -> None:
+    """Check a bundle's bytes and print the verdict; exits 1 when it does not verify."""
     try:
         report = asyncio.run(verify_bundle(data, trusted, records))
     except ArvisError as exc:
         if json_out:
             emit_json({"ok": False, "problem": exc.message})
         else:
-            typer.echo(f"bundle {bundle}: INVALID: {exc.message}")
+            typer.echo(f"bundle {label}: INVALID: {exc.message}")
         raise typer.Exit(1) from None
     if json_out:
         emit_json(report.as_json())
@@ -156,7 +203,7 @@ def _witness_records(witness: Path) -> list[dict[str, Any]]:
 
 def verify_with_evidence(
     run: str,
-    tenant: str,
+    tenant: TenantId,
     public_key: Path | None,
     witness: Path | None,
     json_out: bool,
@@ -168,7 +215,7 @@ def verify_with_evidence(
 
     async def use(kernel: Kernel) -> EvidenceReport:
         return await kernel.lifecycle.evidence.verify_with(
-            TenantId(tenant), RunId(run), key=trusted, witness=records
+            tenant, RunId(run), key=trusted, witness=records
         )
 
     report = with_kernel(use)

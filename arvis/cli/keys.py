@@ -6,6 +6,8 @@ import contextlib
 import json
 import os
 import re
+from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,6 +16,8 @@ import typer
 from arvis.bootstrap import Administration
 from arvis.cli.common import database_or_exit, fail, settings_or_exit, with_administration
 from arvis.cli.output import emit_json, table
+from arvis.cli.remote import TENANT_VARIABLE, Remote, local_tenant, remote_capable
+from arvis.client import ApiKey
 from arvis.domain.apikeys import ApiKeyRecord
 from arvis.domain.authorization import GROUP_PATTERN
 from arvis.domain.identity import ROLES, Role
@@ -24,20 +28,32 @@ DEMO_TENANT = "demo"
 DEMO_ROLES: tuple[Role, ...] = ROLES
 DEMO_KEYS_FILE = "demo-keys.json"
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for machines.")]
+TenantScope = Annotated[
+    str | None,
+    typer.Option(
+        envvar=TENANT_VARIABLE,
+        help=f"Only this tenant's keys (revoke: refuse unless the key is this tenant's);"
+        f" default: {TENANT_VARIABLE}. Remote mode: the admin key's tenant.",
+        show_default=False,
+    ),
+]
 
 
-def _row(record: ApiKeyRecord) -> dict[str, Any]:
+def _row(record: ApiKeyRecord | ApiKey) -> dict[str, Any]:
+    """A key as ``arvis keys list`` prints it: a stored key and the API's alike."""
     return {
         "tenant": record.tenant_id,
         "key_id": record.key_id,
         "principal": record.principal,
         "roles": list(record.roles),
         "groups": list(record.groups),
-        "created_at": record.created_at.isoformat(timespec="seconds"),
-        "revoked_at": None
-        if record.revoked_at is None
-        else record.revoked_at.isoformat(timespec="seconds"),
+        "created_at": _seconds(record.created_at),
+        "revoked_at": _seconds(record.revoked_at),
     }
+
+
+def _seconds(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat(timespec="seconds")
 
 
 def _url() -> str:
@@ -45,38 +61,65 @@ def _url() -> str:
 
 
 @keys_app.command("create")
+@remote_capable
 def create(
-    tenant: Annotated[str, typer.Option(help="The only tenant this key can touch.")],
     principal: Annotated[str, typer.Option(help="Who uses the key (recorded in the journal).")],
     role: Annotated[list[str], typer.Option(help="agent, approver, auditor or admin; repeatable.")],
+    tenant: Annotated[
+        str | None,
+        typer.Option(
+            envvar=TENANT_VARIABLE,
+            help=f"The only tenant this key can touch; default: {TENANT_VARIABLE}."
+            " Remote mode: the admin key's.",
+            show_default=False,
+        ),
+    ] = None,
     group: Annotated[
         list[str] | None,
         typer.Option(
             help="An approver group the key belongs to (e.g. payments-leads); repeatable."
         ),
     ] = None,
+    server: Remote | None = None,
 ) -> None:
     """Create a key. Its token is printed once, as the last line; only a hash is stored."""
     roles = _roles(role)
-    if not tenant.strip() or not principal.strip():
-        fail("--tenant and --principal must not be empty", 2)
+    if not principal.strip():
+        fail("--principal must not be empty", 2)
     groups = group or []
     for name in groups:
         if not re.fullmatch(GROUP_PATTERN, name):
             fail(f"{name!r} is not a group name (lowercase letters, digits, '.', '_', '-')", 2)
+    if server is not None:
+        created = server.call(lambda client: client.create_key(principal, roles, groups=groups))
+        _print_created(created.key_id, created.principal, created.tenant_id, roles, groups)
+        typer.echo(created.token)
+        return
+    tenant_id = local_tenant(tenant and tenant.strip())
 
     async def use(admin: Administration) -> tuple[ApiKeyRecord, str]:
-        record, issued = await admin.keys.create(tenant, principal, roles, groups)
+        record, issued = await admin.keys.create(tenant_id, principal, roles, groups)
         return record, issued.token
 
     record, token = with_administration(_url(), use)
+    _print_created(record.key_id, record.principal, record.tenant_id, record.roles, record.groups)
+    typer.echo(token)
+
+
+def _print_created(
+    key_id: str,
+    principal: str,
+    tenant: str | None,
+    roles: Sequence[str],
+    groups: Sequence[str],
+) -> None:
     typer.echo(
-        f"created key {record.key_id} for {record.principal} in tenant {record.tenant_id}"
-        f" ({', '.join(record.roles)})"
-        + (f" in groups {', '.join(record.groups)}" if record.groups else "")
+        f"created key {key_id} for {principal}"
+        + (f" in tenant {tenant}" if tenant else "")
+        + f" ({', '.join(roles)})"
+        + (f" in groups {', '.join(groups)}" if groups else "")
         + "; the token below is shown only now:"
     )
-    typer.echo(token)
 
 
 def _roles(given: list[str]) -> list[Role]:
@@ -90,16 +133,21 @@ def _roles(given: list[str]) -> list[Role]:
 
 
 @keys_app.command("list")
+@remote_capable
 def list_keys(
-    tenant: Annotated[str | None, typer.Option(help="Only this tenant's keys.")] = None,
+    tenant: TenantScope = None,
     json_out: JsonFlag = False,
+    server: Remote | None = None,
 ) -> None:
     """List keys (never their secrets)."""
+    if server is not None:
+        rows = [_row(k) for k in server.call(lambda client: client.keys())]
+    else:
 
-    async def use(admin: Administration) -> list[ApiKeyRecord]:
-        return await admin.keys.list(tenant)
+        async def use(admin: Administration) -> list[ApiKeyRecord]:
+            return await admin.keys.list(tenant)
 
-    rows = [_row(r) for r in with_administration(_url(), use)]
+        rows = [_row(r) for r in with_administration(_url(), use)]
     if json_out:
         emit_json(rows)
         return
@@ -108,19 +156,22 @@ def list_keys(
 
 
 @keys_app.command("revoke")
+@remote_capable
 def revoke(
     key_id: Annotated[str, typer.Argument(help="The key id (kXXXXXXXXXXXXXXXX).")],
-    tenant: Annotated[
-        str | None, typer.Option(help="Refuse unless the key is this tenant's.")
-    ] = None,
+    tenant: TenantScope = None,
+    server: Remote | None = None,
 ) -> None:
     """Revoke a key; requests with it are refused from now on."""
+    if server is not None:
+        server.call(lambda client: client.revoke_key(key_id))
+    else:
 
-    async def use(admin: Administration) -> bool:
-        return await admin.keys.revoke(key_id, tenant)
+        async def use(admin: Administration) -> bool:
+            return await admin.keys.revoke(key_id, tenant)
 
-    if not with_administration(_url(), use):
-        fail(f"no live key {key_id}")
+        if not with_administration(_url(), use):
+            fail(f"no live key {key_id}")
     typer.echo(f"revoked key {key_id}")
 
 

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import os
 from typing import Annotated, Any
 
 import typer
 
 from arvis.cli.common import JsonFlag, fail, with_kernel
 from arvis.cli.output import emit_json, table
+from arvis.cli.remote import UrlOption, remote
+from arvis.client import KEY_VARIABLE
 from arvis.domain.ids import RunId
 from arvis.domain.journal import ResolutionArtifact
 from arvis.kernel import Kernel
 from arvis.lifecycle.consent.resolution import RESOLVED_AS
 
-API_KEY_VARIABLE = "ARVIS_API_KEY"
 notify_app = typer.Typer(help="The notification outbox.", no_args_is_help=True)
 
 
@@ -32,8 +32,19 @@ def resolve(
     ],
     evidence: Annotated[str, typer.Option(help="How you know (journaled as given).")],
     json_out: JsonFlag = False,
+    url: UrlOption = None,
+    key_option: Annotated[
+        str | None,
+        typer.Option(
+            "--key",
+            envvar=KEY_VARIABLE,
+            help=f"The resolver's API key; default: {KEY_VARIABLE}.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Resolve an uncertain attempt, as the principal of the API key in ARVIS_API_KEY.
+    """Resolve an uncertain attempt, as the principal of the API key in ARVIS_API_KEY
+    (or --key): on the server at ARVIS_URL (or --url), else on the database.
 
     The key needs the approver (or admin) role; the tenant is the key's. The
     principal whose call it was may not resolve it (four eyes). Resolved as
@@ -44,14 +55,21 @@ def resolve(
         fail("--as must be completed, failed or not_started", 2)
     if not evidence.strip():
         fail("--evidence must say how you know", 2)
-    token = os.environ.get(API_KEY_VARIABLE, "")
+    token = key_option or ""
     if not token:
-        fail(f"set {API_KEY_VARIABLE} to an approver's API key: the resolver is its principal", 2)
+        fail(f"set {KEY_VARIABLE} to an approver's API key: the resolver is its principal", 2)
+    server = remote(url, token)
+    if server is not None:
+        resolution = server.call(
+            lambda client: client.resolve(run, key, attempt, as_=as_, evidence=evidence)
+        )
+        _print_resolution(resolution.model_dump(mode="json"), key, attempt, json_out)
+        return
 
     async def use(kernel: Kernel) -> dict[str, Any]:
         identity = await kernel.keys.authenticated(token)
         if identity is None:
-            fail(f"the key in {API_KEY_VARIABLE} is not a live API key")
+            fail(f"the key in {KEY_VARIABLE} is not a live API key")
         if not identity.has_role("approver"):
             fail("resolving needs a key with the approver or admin role")
         entry = await kernel.lifecycle.resolutions.resolve(
@@ -76,7 +94,10 @@ def resolve(
             else artifact.consent.model_dump(mode="json"),
         }
 
-    answer = with_kernel(use)
+    _print_resolution(with_kernel(use), key, attempt, json_out)
+
+
+def _print_resolution(answer: dict[str, Any], key: str, attempt: int, json_out: bool) -> None:
     if json_out:
         emit_json(answer)
         return

@@ -8,6 +8,7 @@ from typing import Any
 
 import typer
 
+from arvis.client import SyscallAnswer
 from arvis.lifecycle.results import SyscallResult
 
 
@@ -41,7 +42,7 @@ def _cell(value: Any, limit: int = 48) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def outcome_table(results: list[SyscallResult]) -> None:
+def outcome_table(results: Sequence[SyscallResult | SyscallAnswer]) -> None:
     rows = [
         {
             "causal_id": r.causal_id,

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 import signal
+import socket
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -20,10 +22,13 @@ from arvis.cli.common import (
     settings_or_exit,
 )
 from arvis.cli.keys import DEMO_KEYS_FILE, DEMO_TENANT, ensure_demo_keys
+from arvis.client import KEY_VARIABLE, URL_VARIABLE
 from arvis.config import Settings
 from arvis.store.database import DatabaseTarget
 from arvis.store.errors import translate
 from arvis.store.migrate import upgrade
+
+log = logging.getLogger("arvis.serve")
 
 
 def register(app: typer.Typer) -> None:
@@ -95,27 +100,37 @@ def _print_welcome(
     echo(f"Operator console: {url}/console  (sign in with the approver, auditor or admin key)")
     echo("Post a first syscall:")
     echo("")
+    echo(f"  export {URL_VARIABLE}={url}")
     echo(f"  {_key_export('agent', keys_file)}")
     echo(f"  curl -s -X POST {url}/v1/syscalls \\")
-    echo('    -H "Authorization: Bearer $ARVIS_KEY" -H "Content-Type: application/json" \\')
+    echo(f'    -H "Authorization: Bearer ${KEY_VARIABLE}" -H "Content-Type: application/json" \\')
     body = (
         '{"name": "tool.execute", "run_id": "demo-run", "causal_id": "step-1",'
         ' "decision": {"tool": "echo", "payload": {"hello": "world"}}}'
     )
     echo(f"    -d {shlex.quote(body)}")
     echo("")
+    echo(f"Read it back with the auditor's key ({URL_VARIABLE} and {KEY_VARIABLE} make arvis ask")
+    echo("the server instead of the database):")
+    echo("")
+    echo(f"  {_key_export('auditor', keys_file)}")
+    echo("  arvis journal demo-run && arvis verify demo-run")
+    echo("")
     echo("Then follow the walk-through in README.md.")
 
 
 def _key_export(role: str, keys_file: Path) -> str:
     reader = f"import json,sys; print(json.load(open(sys.argv[1]))[{role!r}])"
-    return f"export ARVIS_KEY=$(python3 -c {shlex.quote(reader)} {shlex.quote(str(keys_file))})"
+    reading = f"python3 -c {shlex.quote(reader)} {shlex.quote(str(keys_file))}"
+    return f"export {KEY_VARIABLE}=$({reading})"
 
 
 def _serve(
     settings: Settings, target: DatabaseTarget, *, host: str, port: int, workers: int
 ) -> None:
     from arvis.serving import server
+    from arvis.serving.metricsport import METRICS_HOST
+    from arvis.web.logs import configure_json_logging
 
     # Workers are separate processes: they reach the (possibly embedded) database
     # through the URL this parent resolved, and never start their own server.
@@ -123,5 +138,31 @@ def _serve(
     # uvicorn re-raises SIGTERM after its graceful shutdown; exiting through
     # SystemExit instead lets the embedded PostgreSQL be stopped at exit.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    typer.echo(f"ARVIS {__version__} serving on http://{host}:{port}", err=True)
-    server.serve(settings, host=host, port=port, workers=workers)
+    # Listening before saying so: a port in use is one error line, never "serving on".
+    listener = _listen(host, port)
+    metrics = None
+    if settings.metrics_port is not None:
+        metrics = _listen(METRICS_HOST, settings.metrics_port)
+    # JSON lines on stderr from here on, this process's too (docs/http.md, "Logs").
+    configure_json_logging(settings.log_level)
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{listener.getsockname()[1]}"
+    fields: dict[str, object] = {
+        "event": "serving",
+        "message": f"ARVIS {__version__} serving on {url}",
+        "url": url,
+        "workers": workers,
+    }
+    if metrics is not None:
+        fields["metrics_url"] = f"http://{METRICS_HOST}:{settings.metrics_port}/metrics"
+    log.info("serving", extra={"fields": fields})
+    server.serve(settings, listener, workers=workers, metrics=metrics)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    from arvis.serving.server import listen
+
+    try:
+        return listen(host, port)
+    except OSError as exc:
+        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")

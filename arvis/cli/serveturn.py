@@ -82,8 +82,10 @@ def serve_turn(
 
 
 async def _serve(kernel: Kernel, metrics: ApiMetrics, host: str, port: int) -> Ending:
+    from arvis.serving.server import listen
+
     try:
-        listener = _listen(host, port)
+        listener = listen(host, port)
     except OSError as exc:
         fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
     with StopRequest() as stop:
@@ -158,25 +160,6 @@ def _server(
         timeout_graceful_shutdown=_CLOSE_CONNECTIONS_S,
     )
     return TurnServer(config)
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    """The turn's listening socket, made with an explicit ``IPPROTO_TCP``.
-
-    asyncio turns Nagle's algorithm off (``TCP_NODELAY``) only on accepted sockets whose
-    protocol is ``IPPROTO_TCP``; ``socket.create_server`` makes protocol 0, and every
-    request on a keep-alive connection then waited ~40 ms for the client's delayed ACK.
-    """
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listener = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    try:
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind((host, port))
-        listener.listen(1024)
-    except BaseException:
-        listener.close()
-        raise
-    return listener
 
 
 def _ready(kernel: Kernel, host: str, listener: socket.socket) -> dict[str, Any]:

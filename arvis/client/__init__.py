@@ -5,12 +5,14 @@ use it without running ARVIS::
 
     from arvis.client import ArvisClient, Executed
 
-    with ArvisClient("http://127.0.0.1:8000", agent_key) as arvis:
+    with ArvisClient.from_env() as arvis:  # ARVIS_URL, ARVIS_API_KEY
         answer = arvis.execute("run-1", "step-1", "echo", {"hello": "world"})
         if isinstance(answer, Executed):
             print(answer.boundary, answer.result)
 """
 
+from arvis.client._admin import ApiKey, CreatedKey, RunsPage, RunSummary
+from arvis.client._base import KEY_VARIABLE, URL_VARIABLE
 from arvis.client._calls import SyscallAnswer
 from arvis.client.aio import AsyncArvisClient
 from arvis.client.errors import (
@@ -41,6 +43,7 @@ from arvis.client.errors import (
 )
 from arvis.client.models import (
     Boundary,
+    Bundle,
     Confirmation,
     ConfirmationPage,
     ConfirmationRef,
@@ -52,6 +55,7 @@ from arvis.client.models import (
     Receipt,
     Refused,
     ReplayPage,
+    Resolution,
     ToolInfo,
     ToolPlan,
     Verification,
@@ -60,15 +64,19 @@ from arvis.client.retry import NO_RETRY, RetryPolicy
 from arvis.client.sync import ArvisClient
 
 __all__ = [
+    "KEY_VARIABLE",
     "NO_RETRY",
+    "URL_VARIABLE",
     "AlreadyApproved",
     "AnswerLost",
+    "ApiKey",
     "ArvisClient",
     "ArvisClientError",
     "ArvisProblem",
     "AsyncArvisClient",
     "AttemptInFlight",
     "Boundary",
+    "Bundle",
     "CausalIdConflict",
     "ChainBroken",
     "Confirmation",
@@ -77,6 +85,7 @@ __all__ = [
     "ConfirmationRequired",
     "Conflict",
     "ConnectFailed",
+    "CreatedKey",
     "Deduplicated",
     "Executed",
     "ForbiddenRole",
@@ -90,8 +99,11 @@ __all__ = [
     "Refused",
     "ReplayPage",
     "RequestTimeout",
+    "Resolution",
     "RetryExhausted",
     "RetryPolicy",
+    "RunSummary",
+    "RunsPage",
     "SelfApproval",
     "ServiceUnavailable",
     "ShuttingDown",

@@ -25,6 +25,8 @@ from arvis.client.errors import (
 )
 from arvis.client.models import (
     ANSWER,
+    HEAD_SIGNED_HEADER,
+    Bundle,
     Confirmation,
     ConfirmationPage,
     ConfirmationRequired,
@@ -35,6 +37,7 @@ from arvis.client.models import (
     JournalPage,
     Refused,
     ReplayPage,
+    Resolution,
     ToolPlan,
     Verification,
 )
@@ -58,6 +61,9 @@ class Call(Generic[T]):
     body: Any = None
     idempotent: bool = True
     """Repeating it after a lost answer cannot change what happened."""
+    raw: bool = False
+    """``read`` gets the 2xx ``httpx.Response`` itself, not its decoded JSON (a bundle's
+    bytes are the evidence: they are handed on as they came)."""
 
 
 class Page(Protocol):
@@ -140,6 +146,25 @@ def decide(confirmation_id: str, verdict: str, reason: str | None) -> Call[Confi
     return Call("POST", path, _model(Confirmation), body=body, idempotent=False)
 
 
+def resolve(
+    run_id: str, idempotency_key: str, attempt: int, as_: str, evidence: str
+) -> Call[Resolution]:
+    """Resolve an uncertain attempt. Not idempotent: a repeat is a 409 ``conflict``."""
+    path = f"/v1/runs/{_segment(run_id)}/attempts/{_segment(idempotency_key)}/{attempt}/resolve"
+    body = {"as": as_, "evidence": evidence}
+    return Call("POST", path, _model(Resolution), body=body, idempotent=False)
+
+
+def bundle(run_id: str) -> Call[Bundle]:
+    """``GET /v1/runs/{id}/bundle``: the run's audit bundle, bytes as served."""
+    return Call("GET", f"/v1/runs/{_segment(run_id)}/bundle", _bundle, raw=True)
+
+
+def _bundle(response: httpx.Response) -> Bundle:
+    signed = response.headers.get(HEAD_SIGNED_HEADER, "true").lower() != "false"
+    return Bundle(data=response.content, head_signed=signed)
+
+
 def journal_pages(run_id: str, page_size: int) -> Pages[JournalPage, JournalEntry]:
     return Pages(lambda after: journal(run_id, after, page_size), lambda page: page.entries, 0)
 
@@ -165,8 +190,12 @@ def request(client: httpx.Client | httpx.AsyncClient, call: Call[Any]) -> httpx.
 def transport_error(exc: httpx.TransportError) -> TransportError:
     """The client's error for an httpx failure; the httpx error stays its ``__cause__``."""
     name = type(exc).__name__
-    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout):
-        error: TransportError = ConnectFailed(f"could not connect to ARVIS ({name})")
+    if isinstance(exc, httpx.ConnectError):
+        error: TransportError = ConnectFailed(
+            f"could not connect to ARVIS: {exc or name}", refused=True
+        )
+    elif isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
+        error = ConnectFailed(f"could not connect to ARVIS ({name})")
     elif isinstance(exc, httpx.TimeoutException | httpx.NetworkError | httpx.RemoteProtocolError):
         error = AnswerLost(f"the answer was lost ({name}); the request may have reached ARVIS")
     else:
@@ -177,6 +206,8 @@ def transport_error(exc: httpx.TransportError) -> TransportError:
 
 def read(call: Call[T], response: httpx.Response) -> T:
     """The typed value of a 2xx answer, or raise the typed error for anything else."""
+    if call.raw and response.is_success:
+        return call.read(response)
     try:
         decoded = json.loads(response.content) if response.content else None
     except ValueError:

@@ -3,23 +3,25 @@
 from __future__ import annotations
 
 import asyncio
-import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import httpx
 
-from arvis.client import _calls
+from arvis.client import _admin, _calls
+from arvis.client._admin import ApiKey, CreatedKey, RunsPage
 from arvis.client._base import BaseClient
 from arvis.client._calls import Call, P, Pages, SyscallAnswer
 from arvis.client.errors import ArvisClientError
 from arvis.client.models import (
+    Bundle,
     Confirmation,
     ConfirmationPage,
     ConfirmationState,
     JournalEntry,
     JournalPage,
     ReplayPage,
+    Resolution,
     ToolPlan,
     Verification,
 )
@@ -27,7 +29,6 @@ from arvis.client.retry import RetryPolicy
 
 __all__ = ["AsyncArvisClient"]
 
-log = logging.getLogger("arvis.client")
 T = TypeVar("T")
 ItemT = TypeVar("ItemT")
 
@@ -113,6 +114,45 @@ class AsyncArvisClient(BaseClient[httpx.AsyncClient, httpx.AsyncBaseTransport]):
         """PENDING or APPROVED → DENIED; the decision is refused for ever."""
         return await self._send(_calls.decide(confirmation_id, "deny", reason))
 
+    async def resolve(
+        self, run_id: str, idempotency_key: str, attempt: int, *, as_: str, evidence: str
+    ) -> Resolution:
+        """Say what an uncertain attempt did (approver; never one's own call): ``as_`` is
+        ``completed``, ``failed`` or ``not_started``; ``evidence`` is journaled as given."""
+        return await self._send(_calls.resolve(run_id, idempotency_key, attempt, as_, evidence))
+
+    async def bundle(self, run_id: str) -> Bundle:
+        """The run's self-contained audit bundle (auditor), for ``arvis verify --bundle``."""
+        return await self._send(_calls.bundle(run_id))
+
+    # The runs list and key management (arvis.client._admin).
+
+    async def runs(
+        self,
+        *,
+        cursor: str | None = None,
+        limit: int = 100,
+        status: str | None = None,
+        principal: str | None = None,
+        tool: str | None = None,
+    ) -> RunsPage:
+        """One page of this tenant's runs (auditor), newest activity first, filtered."""
+        return await self._send(_admin.runs(cursor, limit, status, principal, tool))
+
+    async def keys(self) -> list[ApiKey]:
+        """This tenant's API keys, never their secrets (admin)."""
+        return (await self._send(_admin.keys())).keys
+
+    async def create_key(
+        self, principal: str, roles: Sequence[str], *, groups: Sequence[str] = ()
+    ) -> CreatedKey:
+        """A new key of this tenant (admin); its ``token`` is in this answer only."""
+        return await self._send(_admin.create_key(principal, roles, groups))
+
+    async def revoke_key(self, key_id: str) -> None:
+        """Revoke a key of this tenant (admin): requests with it are refused from now on."""
+        await self._send(_admin.revoke_key(key_id))
+
     async def _send(self, call: Call[T], retry: RetryPolicy | None = None) -> T:
         attempts = (retry or self.retry).start()
         while True:
@@ -120,10 +160,7 @@ class AsyncArvisClient(BaseClient[httpx.AsyncClient, httpx.AsyncBaseTransport]):
             try:
                 return await self._once(call)
             except ArvisClientError as error:
-                delay = attempts.after(error, idempotent=call.idempotent)
-                log.debug(
-                    "re-posting %s %s in %.2fs after %s", call.method, call.path, delay, error.code
-                )
+                delay = self._delay(attempts, call, error)
             await asyncio.sleep(delay)
 
     async def _each(self, pages: Pages[P, ItemT]) -> AsyncIterator[ItemT]:

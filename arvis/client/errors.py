@@ -75,7 +75,16 @@ class TransportError(ArvisClientError, code="transport_error"):
 
 
 class ConnectFailed(TransportError, code="connect_failed", retryable=True):
-    """The connection was never made: the request did not reach ARVIS."""
+    """The connection was never made: the request did not reach ARVIS.
+
+    ``refused`` is True when the connection failed outright (refused: nothing listens
+    there; or the host cannot be reached or resolved), False when it timed out or no
+    pooled connection came free. A refused connection is raised at once unless the
+    policy says ``RetryPolicy(retry_refused=True)``."""
+
+    def __init__(self, message: str, *, refused: bool = False) -> None:
+        super().__init__(message)
+        self.refused = refused
 
 
 class AnswerLost(TransportError, code="answer_lost", retryable=True):

@@ -16,11 +16,13 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
 
 from arvis.domain import wire
 from arvis.domain.boundary import EffectBoundary
-from arvis.domain.wire import ConfirmationState
+from arvis.domain.wire import HEAD_SIGNED_HEADER, ConfirmationState
 
 __all__ = [
+    "HEAD_SIGNED_HEADER",
     "Answer",
     "Boundary",
+    "Bundle",
     "Confirmation",
     "ConfirmationPage",
     "ConfirmationRef",
@@ -33,6 +35,7 @@ __all__ = [
     "Receipt",
     "Refused",
     "ReplayPage",
+    "Resolution",
     "ToolInfo",
     "ToolPlan",
     "Verification",
@@ -173,3 +176,21 @@ class ConfirmationPage(_Wire):
 
     confirmations: list[Confirmation]
     next_after: str | None
+
+
+class Resolution(_Wire, wire.Resolution):
+    """``POST /v1/runs/{id}/attempts/{key}/{attempt}/resolve``: the resolution entry."""
+
+    consent: dict[str, Any] | None = None
+    """The consent's new round (``confirmation_id``, ``round``, ``state``, ``approvals``,
+    ``quorum``), when the attempt ran under consent and is resolved as not started."""
+
+
+class Bundle(_Wire):
+    """``GET /v1/runs/{id}/bundle``: the run's audit bundle, for ``arvis verify --bundle``."""
+
+    data: bytes
+    """The bundle's bytes exactly as served (its digest covers them)."""
+    head_signed: bool
+    """False when the deployment signs checkpoints but could not sign the run's head
+    now: the last entries will not verify with the public key."""

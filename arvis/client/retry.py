@@ -19,6 +19,7 @@ from arvis.client.errors import (
     AnswerLost,
     ArvisClientError,
     AttemptInFlight,
+    ConnectFailed,
     RequestTimeout,
     RetryExhausted,
     UnexpectedAnswer,
@@ -36,6 +37,8 @@ class RetryPolicy:
     503s), ``attempt_in_flight`` (waited out: the attempt is still running), and a 502,
     503 or 504 from a proxy in between. Everything else is raised at once.
 
+    A refused connection is raised at once unless ``retry_refused`` is set.
+
     The delay before retry *n* is ``min(max_backoff_s, initial_backoff_s * multiplier**n)``
     scaled by a random factor in ``[1 - jitter, 1]``, so many clients that lost the same
     server do not come back in step. When ``total_s`` would be exceeded, or after
@@ -50,6 +53,11 @@ class RetryPolicy:
     jitter: float = 0.5
     max_attempts: int | None = None
     """None: bounded by ``total_s`` only."""
+    retry_refused: bool = False
+    """Whether a refused connection (nothing listens at the URL) is retried like the
+    rest. Off by default: a wrong URL or a server that is down fails at once with
+    :class:`~arvis.client.errors.ConnectFailed` instead of after ``total_s``. Turn it on
+    where the server may be starting or restarting (a per-turn sidecar, a rollout)."""
 
     def __post_init__(self) -> None:
         if self.total_s < 0 or self.initial_backoff_s < 0 or self.max_backoff_s < 0:
@@ -121,7 +129,7 @@ class Attempts:
         worth retrying, :class:`RetryExhausted` when the budget is spent."""
         if _may_have_run(error):
             self.outcome_unknown = True
-        if not retryable(error, idempotent=idempotent):
+        if self.refused_fails_fast(error) or not retryable(error, idempotent=idempotent):
             raise error
         policy = self.policy
         elapsed = self._clock() - self._started
@@ -141,3 +149,7 @@ class Attempts:
                 outcome_unknown=self.outcome_unknown,
             ) from error
         return delay
+
+    def refused_fails_fast(self, error: ArvisClientError) -> bool:
+        """Whether ``error`` is a refused connection this policy does not retry."""
+        return isinstance(error, ConnectFailed) and error.refused and not self.policy.retry_refused

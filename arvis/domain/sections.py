@@ -1,4 +1,5 @@
-"""One ``arvis.toml`` section validated against its model, the same way everywhere."""
+"""One ``arvis.toml`` section validated against its model, the same way everywhere, and
+how a pydantic error reads in one line."""
 
 from __future__ import annotations
 
@@ -18,9 +19,27 @@ def parse_section(model: type[M], raw: Mapping[str, Any], name: str) -> M:
     try:
         return model.model_validate(dict(raw))
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise ConfigurationError(f"{name} {where}: {first['msg']}") from None
+        where, message = first_error(exc)
+        raise ConfigurationError(f"{name} {where}: {message}") from None
+
+
+# What pydantic puts before the text of an exception a validator raised: the text is
+# ours and says what is wrong; the prefix only says it came from a validator.
+_VALIDATOR_PREFIXES = ("Value error, ", "Assertion failed, ")
+
+
+def error_message(message: str) -> str:
+    """A pydantic error's ``msg`` without the prefix of a validator's own message."""
+    for prefix in _VALIDATOR_PREFIXES:
+        if message.startswith(prefix):
+            return message[len(prefix) :]
+    return message
+
+
+def first_error(exc: ValidationError) -> tuple[str, str]:
+    """Where the first error is (``a.b.0``) and what it says, for a one-line message."""
+    first = exc.errors()[0]
+    return ".".join(str(part) for part in first["loc"]), error_message(first["msg"])
 
 
 def environment_secret(

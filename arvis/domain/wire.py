@@ -21,6 +21,11 @@ ConfirmationState: TypeAlias = Literal[
 ]
 
 
+HEAD_SIGNED_HEADER = "ARVIS-Head-Signed"
+"""On ``GET /v1/runs/{id}/bundle``: ``false`` when the deployment signs checkpoints but
+could not sign the run's head now (its last entries will not verify with the key)."""
+
+
 class Wire(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -95,3 +100,21 @@ class Confirmation(Wire):
     reason: str | None
     expires_at: datetime
     created_at: datetime
+
+
+class Resolution(Wire):
+    """``POST /v1/runs/{id}/attempts/{key}/{attempt}/resolve``: the resolution entry."""
+
+    run_id: str
+    causal_id: str
+    idempotency_key: str
+    attempt: int
+    boundary: EffectBoundary
+    """The resolved boundary: EFFECT_COMPLETED, EFFECT_FAILED or EFFECT_NOT_STARTED."""
+    resolves: int
+    """The journal position of the uncertain entry (never changed)."""
+    resolved_by: str
+    evidence: str
+    journal_position: int
+    entry_hash: str
+    recorded_at: datetime

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from arvis.domain.definitions import ToolDefinition
 from arvis.domain.errors import ConfigurationError
+from arvis.domain.sections import first_error
 from arvis.providers.base import ModelProvider, ModelRequest, ProviderLimits
 
 if TYPE_CHECKING:
@@ -89,9 +90,9 @@ def load_provider_config(section: Mapping[str, Any]) -> ProviderConfig | None:
     try:
         return OpenAIProviderConfig.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(["provider", *(str(part) for part in first["loc"])])
-        raise ConfigurationError(f"[{where}] {first['msg']}") from None
+        where, message = first_error(exc)
+        located = f"provider.{where}" if where else "provider"
+        raise ConfigurationError(f"[{located}] {message}") from None
 
 
 def build_provider(

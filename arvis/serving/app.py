@@ -11,7 +11,15 @@ from fastapi.responses import JSONResponse
 from starlette.routing import Route
 
 from arvis import __version__
-from arvis.api.routes import budgets, confirmations, resolutions, runs, syscalls, system
+from arvis.api.routes import (
+    budgets,
+    bundles,
+    confirmations,
+    resolutions,
+    runs,
+    syscalls,
+    system,
+)
 from arvis.api.routes import checkpoints as run_checkpoints
 from arvis.bootstrap import build_kernel
 from arvis.config import Environment, load_settings
@@ -20,7 +28,9 @@ from arvis.console import mount as mount_console
 from arvis.kernel import Kernel
 from arvis.lifecycle.syscalls import SyscallObserver
 from arvis.mcp.endpoint import McpEndpoint
+from arvis.serving.docs import serve_docs
 from arvis.serving.fastlane import SyscallFastLane
+from arvis.serving.metricsport import MetricsPort
 from arvis.slack.route import router as slack_router
 from arvis.web.identity import AnyIdentity
 from arvis.web.logs import configure_json_logging
@@ -49,6 +59,7 @@ def create_app(
     environment: Environment | None = None,
     owns_kernel: bool = True,
     metrics: ApiMetrics | None = None,
+    metrics_port: int | None = None,
 ) -> FastAPI:
     """Build the app; the kernel is wired at start-up and closed at shutdown.
 
@@ -59,7 +70,8 @@ def create_app(
     (arvis.serving.fastlane; the tests compare the two). ``owns_kernel=False`` leaves
     starting and closing the kernel to the caller (``arvis serve-turn`` starts it
     before it listens and closes it after); such a caller builds the kernel with the
-    ``metrics`` it hands in as its observer.
+    ``metrics`` it hands in as its observer. With ``metrics_port``, requests that came in
+    on that port get ``/metrics`` with no key, and nothing else (arvis.serving.metricsport).
     """
     factory = kernel_factory or build_kernel
     if max_body_bytes is None or request_timeout_s is None or environment is None:
@@ -89,16 +101,19 @@ def create_app(
         lifespan=lifespan,
         description="Durable effect governance for AI agents. See docs/http.md.",
         openapi_url="/openapi.json" if open_docs else None,
-        docs_url="/docs" if open_docs else None,
-        redoc_url="/redoc" if open_docs else None,
+        docs_url=None,  # arvis.serving.docs: the same pages, with no CDN
+        redoc_url=None,
     )
-    if not open_docs:
+    if open_docs:
+        serve_docs(app, "/openapi.json")
+    else:
         _serve_schema_to_keys(app)
     app.state.metrics = metrics
     install_problem_handlers(app)
     for module in (syscalls, runs, resolutions, confirmations, system, budgets):
         app.include_router(module.router)
     app.include_router(run_checkpoints.router)
+    app.include_router(bundles.router)
     app.include_router(slack_router)
     mount_console(app)
     # MCP over streamable HTTP (arvis.mcp.server): bodies are bounded JSON like any
@@ -124,6 +139,8 @@ def create_app(
     # Outermost: whichever layer answers under /console (a route, the body guard, the
     # deadline, the router's 405), the answer carries the console's security headers.
     app.add_middleware(ConsoleHeaders)
+    if metrics_port is not None:
+        app.add_middleware(MetricsPort, port=metrics_port)
     return app
 
 
@@ -144,4 +161,5 @@ def create_served_app() -> FastAPI:
         max_body_bytes=settings.max_body_bytes,
         request_timeout_s=settings.request_timeout_s,
         environment=settings.env,
+        metrics_port=settings.metrics_port,
     )

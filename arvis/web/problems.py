@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from arvis.domain.errors import ArvisError
+from arvis.domain.sections import error_message
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +192,7 @@ def _validation_errors(exc: RequestValidationError) -> list[dict[str, str]]:
     return [
         {
             "path": ".".join(str(part) for part in error.get("loc", ())),
-            "message": str(error.get("msg", "")),
+            "message": error_message(str(error.get("msg", ""))),
             "type": str(error.get("type", "")),
         }
         for error in exc.errors()

@@ -3,12 +3,14 @@
 #
 #   deploy/per-turn/run-turn.sh RUN_ID AGENT_COMMAND [ARGS...]
 #
-# Starts `arvis serve-turn RUN_ID` on a free port and waits for its ready line, runs the
-# agent with TURN_ARVIS_URL and TURN_RUN_ID in its environment, then ends the turn
-# (SIGTERM) and waits for ARVIS to drain, journal and release its lease. Exits with the
-# agent's status when the agent failed, else with ARVIS's: 0 when every call it admitted
-# is journaled. ARVIS takes its settings (ARVIS_DATABASE_URL, ...) from the environment.
-# SIGTERM or SIGINT to this script ends the turn early, the same way.
+# Starts `arvis serve-turn RUN_ID` on TURN_HOST:TURN_PORT (default 127.0.0.1 and 0, a
+# free port) and waits for its ready line, runs the agent with ARVIS_URL (the instance's
+# URL), ARVIS_API_KEY (the agent's key, from this script's environment) and TURN_RUN_ID
+# in its environment, then ends the turn (SIGTERM) and waits for ARVIS to drain, journal
+# and release its lease. Exits with the agent's status when the agent failed, else with
+# ARVIS's: 0 when every call it admitted is journaled. ARVIS takes its settings
+# (ARVIS_DATABASE_URL, ...) from the environment. SIGTERM or SIGINT to this script ends
+# the turn early, the same way.
 set -eu
 
 if [ "$#" -lt 2 ]; then
@@ -17,10 +19,14 @@ if [ "$#" -lt 2 ]; then
 fi
 run_id=$1
 shift
+if [ -z "${ARVIS_API_KEY:-}" ]; then
+  echo "run-turn: set ARVIS_API_KEY to the agent's key: the agent calls ARVIS with it" >&2
+  exit 2
+fi
 
 work=$(mktemp -d)
 mkfifo "$work/stdout"
-arvis serve-turn "$run_id" --host 127.0.0.1 --port 0 > "$work/stdout" &
+arvis serve-turn "$run_id" --host "${TURN_HOST:-127.0.0.1}" --port "${TURN_PORT:-0}" > "$work/stdout" &
 arvis_pid=$!
 exec 3< "$work/stdout"
 rm -rf "$work"
@@ -41,7 +47,7 @@ if ! IFS= read -r ready <&3; then
 fi
 url=$(printf '%s\n' "$ready" | sed -n 's/.*"url": "\([^"]*\)".*/\1/p')
 
-TURN_ARVIS_URL=$url TURN_RUN_ID=$run_id "$@" &
+ARVIS_URL=$url ARVIS_API_KEY=$ARVIS_API_KEY TURN_RUN_ID=$run_id "$@" &
 agent_pid=$!
 agent_status=0
 wait "$agent_pid" || agent_status=$?

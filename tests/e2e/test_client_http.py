@@ -25,7 +25,7 @@ pytestmark = pytest.mark.db
 
 # files.append is replay-unsafe: a second run would show as a second line.
 CONFIG = '[policy.default]\nno_consent_tools = ["files.append"]\n'
-PATIENT = RetryPolicy(total_s=60, initial_backoff_s=0.05, max_backoff_s=0.5)
+PATIENT = RetryPolicy(total_s=60, initial_backoff_s=0.05, max_backoff_s=0.5, retry_refused=True)
 
 
 @pytest.fixture(scope="module")

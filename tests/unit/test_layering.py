@@ -66,10 +66,11 @@ ALLOWED: dict[str, set[str]] = {
     },
     # The arvis command is the process itself: it migrates the store, manages keys
     # (through the composition root's administration), starts the HTTP server (serving)
-    # and drives a provider's turn. Of the store it sees only CLI_STORE_MODULES.
+    # and drives a provider's turn. Of the store it sees only CLI_STORE_MODULES. In
+    # remote mode it is a client of a served ARVIS, through the client agents use.
     "cli": {
         *{*CORE, "config", "bootstrap", "deployment", "kernel", "store", "providers", "web"},
-        *{"serving", "evidence", "cli"},
+        *{"serving", "evidence", "client", "cli"},
     },
     "__main__": {"cli"},
 }

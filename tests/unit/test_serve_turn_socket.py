@@ -10,11 +10,11 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from arvis.cli.serveturn import _listen
+from arvis.serving.server import listen
 
 
 async def test_connections_accepted_by_a_turns_listener_have_nagle_off() -> None:
-    listener = _listen("127.0.0.1", 0)
+    listener = listen("127.0.0.1", 0)
     accepted: asyncio.Future[int] = asyncio.get_running_loop().create_future()
 
     async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -6,6 +6,7 @@ from fastapi import APIRouter, Request, Response
 
 from arvis.api.schemas import ToolOut, ToolsOut
 from arvis.domain.errors import StoreUnavailable
+from arvis.kernel import Kernel
 from arvis.lifecycle.policy.shadow import ShadowPolicy
 from arvis.tools.describe import describe_tool
 from arvis.web.identity import AdminIdentity, AnyIdentity, KernelDep
@@ -53,10 +54,15 @@ async def readyz(kernel: KernelDep) -> dict[str, str]:
     },
 )
 async def metrics(_: AdminIdentity, kernel: KernelDep, request: Request) -> Response:
-    """Prometheus text format (admin role)."""
+    """Prometheus text format (admin role; with ``ARVIS_METRICS_PORT``, also with no key
+    on that loopback port)."""
+    return await scrape(kernel, request.app.state.metrics)
+
+
+async def scrape(kernel: Kernel, collected: ApiMetrics) -> Response:
+    """The metrics in Prometheus text format, the gauges read now."""
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-    collected: ApiMetrics = request.app.state.metrics
     policy = kernel.lifecycle.policy
     if isinstance(policy, ShadowPolicy):
         collected.shadow_disagreements.counts = policy.disagreements
