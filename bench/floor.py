@@ -151,6 +151,7 @@ class Statements:
             journaled = self.conn.execute(
                 JOURNAL_SQL,
                 (
+                    "bench",
                     json.dumps(
                         {
                             "tenant": "bench",

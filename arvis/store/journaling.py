@@ -154,7 +154,11 @@ class PgJournal(PgPool):
         at = stamp(append.recorded_at)
         header = JournalHeader(append.key, append.artifact.kind, append.intent_id, append.boundary)
         status, entry = await self._append(
-            JOURNAL_SQL, (journal_record(append, body, at),), header, body, at
+            JOURNAL_SQL,
+            (append.key.tenant_id, journal_record(append, body, at)),
+            header,
+            body,
+            at,
         )
         return AppendAnswer(status=status, entry=entry)
 
