@@ -63,6 +63,12 @@ def upgrade(url: str, revision: str = "head") -> tuple[str | None, str]:
     finally:
         engine.dispose()
     assert after is not None
+    if after == head_revision():
+        # A table or function a revision added to a database sharded on Citus is placed
+        # like the others (imported here: distribution reads the revision through us).
+        from arvis.store.distribution import upgrade_distributed
+
+        upgrade_distributed(url)
     return before, after
 
 
