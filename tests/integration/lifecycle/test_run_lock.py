@@ -4,7 +4,10 @@ DESIGN §5: a run's chain is appended under a row lock on the run. It lives with
 run's row, so on Citus it holds on the worker of the run's shard whichever node runs the
 step (an advisory lock, as before, held on the node that ran the step only). Here: a
 transaction holding the run's row makes every step of that run wait, and a run's first
-two steps, racing, both land on the one row.
+two steps, racing, both land on the one row. On Citus (make test-citus) the racing
+first step held open is run on the coordinator (a call inside a transaction is never
+pushed down) and the harness's is pushed down to the worker: with the advisory lock the
+second failed with a duplicate key on ``runs`` (issue 28).
 """
 
 from __future__ import annotations
