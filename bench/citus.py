@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -28,52 +27,13 @@ from typing import Any
 
 from arvis.store.distribution import distribute
 from arvis.store.migrate import upgrade
-from bench.httpbench import ARVIS, HttpUnavailable, run_load, serve
+from bench.httpbench import create_agent_key, run_load, serve
 from bench.stats import percentile, ratio
-from tests.support.citus import citus_missing, start_citus_cluster
+from tests.support.citus import citus_missing, start_citus_cluster, tenant_elsewhere
 from tests.support.pgcluster import PG15_BIN, start_private_cluster
-from tests.support.postgres import create_database, sql
+from tests.support.postgres import create_database
 
 RESULTS = Path(__file__).resolve().parent / "results" / "citus.json"
-
-
-def _agent_key(env: dict[str, str], tenant: str) -> str:
-    done = subprocess.run(
-        [
-            str(ARVIS),
-            "keys",
-            "create",
-            "--tenant",
-            tenant,
-            "--principal",
-            "bench",
-            "--role",
-            "agent",
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise HttpUnavailable(f"arvis keys create failed: {done.stderr[-400:]}")
-    return done.stdout.strip().splitlines()[-1].strip()
-
-
-def _tenants_on_two_workers(url: str) -> tuple[str, str]:
-    def worker(tenant: str) -> int:
-        [(port,)] = sql(
-            url,
-            "SELECT nodeport FROM citus_shards WHERE table_name = 'runs'::regclass"
-            " AND shardid = get_shard_id_for_distribution_column('runs', %s::text)",
-            tenant,
-        )
-        return int(port)
-
-    first = "bench-a"
-    other = next(t for t in (f"bench-{n}" for n in range(100)) if worker(t) != worker(first))
-    return first, other
 
 
 def _block(base: str, tokens: list[str], concurrency: int, requests: int, tag: str) -> Any:
@@ -120,7 +80,7 @@ def main(quick: bool) -> dict[str, Any]:
             upgrade(url)
             if name == "citus":
                 distribute(url)
-        tenants = _tenants_on_two_workers(urls["citus"])
+        tenants = ("bench-a", tenant_elsewhere(urls["citus"], "bench-a", prefix="bench"))
         envs, tokens = {}, {}
         for name, url in urls.items():
             envs[name] = {
@@ -129,7 +89,7 @@ def main(quick: bool) -> dict[str, Any]:
                 "ARVIS_LOG_LEVEL": "WARNING",
                 "ARVIS_DATA_DIR": tempfile.mkdtemp(prefix=f"arvis-bench-{name}-"),
             }
-            tokens[name] = [_agent_key(envs[name], t) for t in tenants]
+            tokens[name] = [create_agent_key(envs[name], t)[0] for t in tenants]
         blocks: dict[str, dict[str, list[Any]]] = {n: {"c1": [], "c32": []} for n in urls}
         for block in range(rounds):
             for name in urls if block % 2 == 0 else reversed(list(urls)):

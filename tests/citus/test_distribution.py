@@ -11,14 +11,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import pytest
 
 from arvis.domain.ids import TenantId
 from arvis.store.distribution import STEPS, distribute
 from arvis.store.migrate import head_revision, upgrade
-from tests.support.citus import CitusCluster, citus_database, function_calls
+from tests.support.citus import CitusCluster, citus_database, function_calls, tenant_elsewhere
 from tests.support.lifecycle import AGENT, Harness, make_harness
 from tests.support.postgres import sql
 
@@ -134,32 +134,16 @@ def test_a_table_a_later_revision_adds_is_placed_at_the_next_migration(distribut
         sql(distributed, "DROP TABLE later_notes, later_settings")
 
 
-@pytest.fixture
-async def harness(distributed: str) -> AsyncIterator[Harness]:
-    built = await make_harness(distributed)
+async def test_governed_calls_of_two_tenants_run_on_their_workers(distributed: str) -> None:
+    harness = await make_harness(distributed)
     try:
-        yield built
+        await _calls_of_two_tenants(harness, distributed)
     finally:
-        await built.close()
+        await harness.close()
 
 
-def _worker_of(url: str, tenant: str) -> int:
-    [(port,)] = sql(
-        url,
-        "SELECT nodeport FROM citus_shards WHERE table_name = 'runs'::regclass"
-        " AND shardid = get_shard_id_for_distribution_column('runs', %s::text)",
-        tenant,
-    )
-    return int(port)
-
-
-async def test_governed_calls_of_two_tenants_run_on_their_workers(
-    harness: Harness, distributed: str
-) -> None:
-    home = _worker_of(distributed, AGENT.tenant_id)
-    other = next(
-        t for t in (f"tenant-{n}" for n in range(50)) if _worker_of(distributed, t) != home
-    )
+async def _calls_of_two_tenants(harness: Harness, distributed: str) -> None:
+    other = tenant_elsewhere(distributed, AGENT.tenant_id)
     agents = [AGENT, AGENT.model_copy(update={"tenant_id": TenantId(other)})]
     before = function_calls(distributed, ["arvis_admit", "arvis_journal"])
     for n in range(6):

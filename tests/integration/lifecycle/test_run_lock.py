@@ -13,11 +13,10 @@ second failed with a duplicate key on ``runs`` (issue 28).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
 import psycopg
 
+from arvis.lifecycle.results import SyscallResult
 from arvis.store.engine import libpq_url
 from tests.support.lifecycle import AGENT, Harness
 
@@ -38,13 +37,16 @@ async def _someone_waits(harness: Harness) -> None:
     raise AssertionError("no step waited for the run's row")
 
 
-@asynccontextmanager
-async def _holding(harness: Harness, sql: str, *params: object) -> AsyncIterator[None]:
-    """A transaction of another session that ran ``sql`` and is still open."""
+async def _step_behind(harness: Harness, sql: str, *params: object) -> SyscallResult:
+    """A step of the harness's run, posted while another session's open transaction has
+    run ``sql``: it waits until that transaction commits, then completes."""
     async with await psycopg.AsyncConnection.connect(libpq_url(harness.url)) as conn:
         await conn.execute(sql, params)
-        yield
+        step = asyncio.create_task(harness.execute("read", {"n": 2}))
+        await _someone_waits(harness)
+        assert not step.done()
         await conn.commit()
+    return await step
 
 
 async def test_a_step_waits_while_another_transaction_holds_the_runs_row(
@@ -53,16 +55,12 @@ async def test_a_step_waits_while_another_transaction_holds_the_runs_row(
     first = await harness.execute("read", {"n": 1})
     assert first.journal_position == 1
 
-    async with _holding(
+    second = await _step_behind(
         harness,
         "SELECT 1 FROM runs WHERE tenant_id = %s AND run_id = %s FOR NO KEY UPDATE",
         AGENT.tenant_id,
         harness.run_id,
-    ):
-        step = asyncio.create_task(harness.execute("read", {"n": 2}))
-        await _someone_waits(harness)
-        assert not step.done()
-    second = await step
+    )
 
     assert second.outcome == "executed"
     assert second.journal_position == 2
@@ -73,18 +71,14 @@ async def test_a_step_waits_while_another_transaction_holds_the_runs_row(
 async def test_the_first_steps_of_a_new_run_racing_share_its_one_row(harness: Harness) -> None:
     # Another session's first step of the run has created its row, not yet committed.
     [(plan_id,)] = harness.sql("SELECT plan_id FROM tool_plans LIMIT 1")
-    async with _holding(
+    result = await _step_behind(
         harness,
         "SELECT out_status FROM arvis_bind(%s, %s, %s, NULL, NULL, NULL, NULL, NULL, %s)",
         AGENT.tenant_id,
         harness.run_id,
         plan_id,
         AGENT.principal_id,
-    ):
-        step = asyncio.create_task(harness.execute("read", {"n": 1}))
-        await _someone_waits(harness)
-        assert not step.done()
-    result = await step
+    )
 
     assert result.outcome == "executed"
     assert result.journal_position == 1
