@@ -25,8 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from arvis.store.distribution import distribute
-from arvis.store.migrate import upgrade
+from arvis.store.migrate import distribute, upgrade
 from bench.httpbench import create_agent_key, run_load, serve
 from bench.stats import percentile, ratio
 from tests.support.citus import citus_missing, start_citus_cluster, tenant_elsewhere

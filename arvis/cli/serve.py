@@ -22,10 +22,9 @@ from arvis.cli.common import (
 from arvis.cli.keys import DEMO_KEYS_FILE, DEMO_TENANT, ensure_demo_keys
 from arvis.config import Settings
 from arvis.store.database import DatabaseTarget
-from arvis.store.distribution import NotDistributable, refuse_unless_coordinator, with_coordinator
-from arvis.store.distribution import distribute as distribute_schema
-from arvis.store.errors import translate
-from arvis.store.migrate import upgrade
+from arvis.store.errors import NotDistributable, translate
+from arvis.store.migrate import check_distributable, upgrade
+from arvis.store.migrate import distribute as distribute_schema
 
 
 def register(app: typer.Typer) -> None:
@@ -50,11 +49,11 @@ def migrate(
         if distribute:
             # Refused before anything is migrated: on a plain server, on a worker, or
             # on a coordinator without workers.
-            with_coordinator(target.url, refuse_unless_coordinator)
+            check_distributable(target.url)
         before, after = upgrade(target.url)
         placed = distribute_schema(target.url) if distribute else ()
     except NotDistributable as exc:
-        fail(f"cannot distribute: {exc}")
+        fail(f"cannot distribute: {exc.message}")
     except Exception as exc:
         domain = translate(exc)
         fail(domain.message if domain else f"migration failed: {exc}")

@@ -1,6 +1,6 @@
 """ARVIS's schema sharded by tenant on Citus (issue 28; docs/scaling.md).
 
-``arvis migrate --distribute`` runs :func:`distribute` on a Citus coordinator after the
+``arvis migrate --distribute`` runs :func:`distribute_schema` on a Citus coordinator after the
 schema is at head. The layout is read from the catalog, not listed by hand, so a table
 a later revision creates is placed by the same rule:
 
@@ -24,23 +24,19 @@ only write rows of the same tenant, in the same shard group. Reference tables fi
 then ``runs``, then its children, parents before children, then the functions, in one
 transaction; a table that held rows has its coordinator copy truncated after commit.
 
-Idempotent: what is placed already is left as it is, so :func:`upgrade_distributed`
-(after every ``arvis migrate`` of a distributed database) places only what a later
-revision added.
+Idempotent: what is placed already is left as it is, so the same call after every
+migration of a distributed database (:func:`arvis.store.migrate.upgrade`) places only
+what a later revision added.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 from sqlalchemy import Connection, text
 
-from arvis.store.engine import create_sync_engine
-from arvis.store.migrate import check_revision
-
-T = TypeVar("T")
+from arvis.store.errors import NotDistributable
 
 ANCHOR = "runs"
 """The table every tenant table and step is colocated with."""
@@ -88,10 +84,6 @@ _FUNCTIONS_SQL = """
 _WORKERS_SQL = """
     SELECT count(*) FROM pg_dist_node
      WHERE groupid <> 0 AND isactive AND noderole = 'primary' AND shouldhaveshards"""
-
-
-class NotDistributable(Exception):
-    """The database cannot be distributed as asked; the message says why and what to do."""
 
 
 @dataclass(frozen=True)
@@ -239,45 +231,22 @@ def _place(conn: Connection, plan: Layout) -> list[str]:
     return held
 
 
-def distribute(url: str) -> tuple[str, ...]:
-    """Distribute the schema of the Citus coordinator ``url`` (at this code's head) as the
-    module says; answer what was placed now (empty: all of it was placed already).
-    Refuses with :class:`NotDistributable` on a server without Citus, on a worker, and
-    on a coordinator without workers."""
-    engine = create_sync_engine(url)
-    try:
-        with engine.connect() as conn:
-            refuse_unless_coordinator(conn)
-            check_revision(conn)
-            plan = layout(conn)
-            conn.rollback()
-            if not plan.pending:
-                return ()
-            with conn.begin():
-                held = _place(conn, plan)
-            # The rows were copied into the shards; the coordinator's own copy goes.
-            for table in held:
-                with conn.begin():
-                    conn.execute(
-                        text("SELECT truncate_local_data_after_distributing_table(:t)"),
-                        {"t": table},
-                    )
-        return plan.pending
-    finally:
-        engine.dispose()
-
-
-def with_coordinator(url: str, use: Callable[[Connection], T]) -> T:
-    """``use`` one connection to ``url``."""
-    engine = create_sync_engine(url)
-    try:
-        with engine.connect() as conn:
-            return use(conn)
-    finally:
-        engine.dispose()
-
-
-def upgrade_distributed(url: str) -> tuple[str, ...]:
-    """After a migration: place what a later revision added, if the database is
-    distributed already (else nothing)."""
-    return distribute(url) if with_coordinator(url, is_distributed) else ()
+def distribute_schema(conn: Connection) -> tuple[str, ...]:
+    """Distribute the schema of the Citus coordinator ``conn`` is connected to (at this
+    code's head: the caller checked) as the module says; answer what was placed now
+    (empty: all of it was placed already). Refuses with :class:`NotDistributable` on a
+    server without Citus, on a worker, and on a coordinator without workers."""
+    refuse_unless_coordinator(conn)
+    plan = layout(conn)
+    conn.rollback()
+    if not plan.pending:
+        return ()
+    with conn.begin():
+        held = _place(conn, plan)
+    # The rows were copied into the shards; the coordinator's own copy goes.
+    for table in held:
+        with conn.begin():
+            conn.execute(
+                text("SELECT truncate_local_data_after_distributing_table(:t)"), {"t": table}
+            )
+    return plan.pending

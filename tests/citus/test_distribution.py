@@ -16,8 +16,8 @@ from collections.abc import Iterator
 import pytest
 
 from arvis.domain.ids import TenantId
-from arvis.store.distribution import STEPS, distribute
-from arvis.store.migrate import head_revision, upgrade
+from arvis.store.distribution import STEPS
+from arvis.store.migrate import distribute, head_revision, upgrade
 from tests.support.citus import CitusCluster, citus_database, function_calls, tenant_elsewhere
 from tests.support.lifecycle import AGENT, Harness, make_harness
 from tests.support.postgres import sql

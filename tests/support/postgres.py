@@ -22,10 +22,9 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from arvis.store.database import PgStore
-from arvis.store.distribution import distribute
 from arvis.store.embedded import start_embedded
 from arvis.store.engine import libpq_url
-from arvis.store.migrate import upgrade
+from arvis.store.migrate import distribute, upgrade
 from tests.support import citus
 
 # A fixture: pytest finds it in this plugin's namespace (pg_server_url asks for it by name).
