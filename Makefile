@@ -67,11 +67,13 @@ test-db: install
 	$(DBTEST) tests/integration tests/e2e tests/reliability tests/adversarial $(DBTEST_END)
 
 ## test-citus: the Citus tier on a coordinator and two workers on loopback, started from this
-## machine's PostgreSQL 15 with Citus installed (docs/scaling-citus-draft.md); says so and fails
-## where Citus is not installed. For now tests/citus only: the cluster and its databases.
+## machine's PostgreSQL 15 with Citus installed (docs/scaling.md; deploy/citus/build-citus.sh
+## builds it); says so and fails where Citus is not installed. tests/citus, then the
+## integration tier and the kill -9 scenario with every database distributed by tenant.
+CITUS_TESTS := tests/citus tests/integration tests/reliability/test_kill9.py
 test-citus: install
-	@$(PY) -m tests.support.citus || { echo "make test-citus: Citus is needed (it is never built here)"; exit 1; }
-	ARVIS_TEST_CITUS=1 $(VENV)/bin/pytest -q -m citus tests/citus
+	@$(PY) -m tests.support.citus || { echo "make test-citus: Citus is needed (deploy/citus/build-citus.sh)"; exit 1; }
+	ARVIS_TEST_CITUS=1 $(VENV)/bin/pytest -q -p no:schemathesis $(CITUS_TESTS)
 
 ## reliability: the seven scenarios of docs/reliability.md at full size (minutes); prints their lines
 reliability: install

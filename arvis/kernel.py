@@ -124,8 +124,11 @@ class Kernel:
         """Claim this process's lease, settle what earlier lives left behind, and
         keep beating and sweeping (DESIGN §6). Nothing is admitted before this."""
         chores: list[Chore] = [(self.settings.sweep_interval_s, self.lifecycle.consent.expire_due)]
-        interval = self.deliverer.notifications.config.interval_s
-        chores.append((interval, self.deliverer.deliver_once))
+        notifications = self.deliverer.notifications
+        # Without a webhook there is nobody to deliver to: the outbox is not polled (its
+        # events wait, PENDING, for a webhook declared later).
+        if notifications.webhooks:
+            chores.append((notifications.config.interval_s, self.deliverer.deliver_once))
         if self.checkpointer is not None and self.checkpointer.policy.idle_s:
             idle_s = self.checkpointer.policy.idle_s
             chores.append((max(0.1, idle_s / 2), self.checkpointer.checkpoint_idle))

@@ -177,7 +177,7 @@ def _pooled(blocks: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def create_agent_key(env: dict[str, str]) -> tuple[str, str]:
+def create_agent_key(env: dict[str, str], tenant: str = "bench") -> tuple[str, str]:
     """``arvis keys create`` (the token is its last line)."""
     done = subprocess.run(
         [
@@ -185,7 +185,7 @@ def create_agent_key(env: dict[str, str]) -> tuple[str, str]:
             "keys",
             "create",
             "--tenant",
-            "bench",
+            tenant,
             "--principal",
             "bench",
             "--role",

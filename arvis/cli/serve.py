@@ -25,8 +25,9 @@ from arvis.cli.keys import DEMO_KEYS_FILE, DEMO_TENANT, ensure_demo_keys
 from arvis.client import KEY_VARIABLE, URL_VARIABLE
 from arvis.config import Settings
 from arvis.store.database import DatabaseTarget
-from arvis.store.errors import translate
-from arvis.store.migrate import upgrade
+from arvis.store.errors import NotDistributable, translate
+from arvis.store.migrate import check_distributable, upgrade
+from arvis.store.migrate import distribute as distribute_schema
 
 log = logging.getLogger("arvis.serve")
 
@@ -37,12 +38,27 @@ def register(app: typer.Typer) -> None:
     app.command("quickstart")(quickstart)
 
 
-def migrate() -> None:
+def migrate(
+    distribute: Annotated[
+        bool,
+        typer.Option(
+            "--distribute",
+            help="On a Citus coordinator: shard the schema by tenant (docs/scaling.md).",
+        ),
+    ] = False,
+) -> None:
     """Bring the database schema to this version's head. Safe to run again."""
     settings = settings_or_exit()
     target = database_or_exit(settings)
     try:
+        if distribute:
+            # Refused before anything is migrated: on a plain server, on a worker, or
+            # on a coordinator without workers.
+            check_distributable(target.url)
         before, after = upgrade(target.url)
+        placed = distribute_schema(target.url) if distribute else ()
+    except NotDistributable as exc:
+        fail(f"cannot distribute: {exc.message}")
     except Exception as exc:
         domain = translate(exc)
         fail(domain.message if domain else f"migration failed: {exc}")
@@ -50,6 +66,12 @@ def migrate() -> None:
         typer.echo(f"database already at revision {after}; nothing to do")
     else:
         typer.echo(f"database migrated from {before or 'empty'} to revision {after}")
+    if distribute:
+        typer.echo(
+            f"distributed on Citus: placed {len(placed)} tables and functions"
+            if placed
+            else "already distributed on Citus; nothing to do"
+        )
 
 
 def serve(

@@ -17,6 +17,7 @@ from arvis.domain.errors import (
 
 __all__ = [
     "IntegrityConflict",
+    "NotDistributable",
     "SchemaNotReady",
     "SerializationConflict",
     "StoreError",
@@ -24,6 +25,11 @@ __all__ = [
     "translate",
     "translate_driver",
 ]
+
+
+class NotDistributable(StoreError, code="not_distributable"):
+    """``arvis migrate --distribute`` cannot shard this database on Citus (not a Citus
+    coordinator, no workers, a table that fits no placement); the message says why."""
 
 
 # What the network raises below the driver. Not every OSError: a missing file is

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from alembic import command
 from alembic.config import Config
@@ -11,8 +13,11 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, text
 
+from arvis.store.distribution import distribute_schema, is_distributed, refuse_unless_coordinator
 from arvis.store.engine import create_sync_engine, driver_url
 from arvis.store.errors import SchemaNotReady
+
+T = TypeVar("T")
 
 
 def _migrations_dir() -> Path:
@@ -63,7 +68,37 @@ def upgrade(url: str, revision: str = "head") -> tuple[str | None, str]:
     finally:
         engine.dispose()
     assert after is not None
+    if after == head_revision():
+        # A table or function a revision added to a database sharded on Citus is placed
+        # like the others.
+        _on(url, lambda conn: distribute_schema(conn) if is_distributed(conn) else ())
     return before, after
+
+
+def check_distributable(url: str) -> None:
+    """Raise :class:`~arvis.store.distribution.NotDistributable` unless ``url`` is a
+    Citus coordinator with workers (before anything is migrated)."""
+    _on(url, refuse_unless_coordinator)
+
+
+def distribute(url: str) -> tuple[str, ...]:
+    """Shard the schema of ``url``, at this code's head, by tenant on Citus
+    (:mod:`arvis.store.distribution`); answer what was placed now."""
+
+    def place(conn: Connection) -> tuple[str, ...]:
+        check_revision(conn)
+        return distribute_schema(conn)
+
+    return _on(url, place)
+
+
+def _on(url: str, use: Callable[[Connection], T]) -> T:
+    engine = create_sync_engine(url)
+    try:
+        with engine.connect() as conn:
+            return use(conn)
+    finally:
+        engine.dispose()
 
 
 def downgrade(url: str, revision: str = "base") -> None:

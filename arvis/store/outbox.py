@@ -2,10 +2,14 @@
 
 Rows are written by triggers with the facts they report; this adapter only claims
 and settles them for :class:`arvis.lifecycle.consent.notify.NotificationDeliverer`. A claim
-moves the rows' next attempt past the time their delivery may take, in one short
-statement (``FOR UPDATE SKIP LOCKED``: concurrent deliverers take different rows),
-so no transaction is open while a webhook is posted. Its statements are administration
-(:mod:`arvis.store.connections`), off the governed path's pool.
+reads the due rows, then moves their next attempt past the time their delivery may
+take with a conditional update per tenant (``WHERE`` the row is still due): of
+concurrent deliverers, the one whose update lands first takes a row, the other's
+update finds it no longer due. Each is a short statement of its own, so no
+transaction is open while a webhook is posted, and nothing locks rows across shards
+(Citus refuses ``FOR UPDATE`` on a query over a distributed table's shards, issue 28).
+Its statements are administration (:mod:`arvis.store.connections`), off the governed
+path's pool.
 """
 
 from __future__ import annotations
@@ -19,24 +23,30 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from arvis.lifecycle.consent.notify import OutboxEvent
 from arvis.store.connections import translated
 
-CLAIM_SQL = text(
-    "UPDATE notify_outbox o SET next_attempt_at = now() + make_interval(secs => :hold)"
-    " FROM (SELECT tenant_id, event_id FROM notify_outbox"
-    "  WHERE state = 'PENDING' AND next_attempt_at <= now()"
-    "  ORDER BY next_attempt_at LIMIT :n FOR UPDATE SKIP LOCKED) due"
-    " WHERE o.tenant_id = due.tenant_id AND o.event_id = due.event_id"
-    " RETURNING o.tenant_id, o.event_id, o.event_type, o.subject, o.occurred_at, o.attempts,"
-    " o.delivered_to"
+_DUE = "state = 'PENDING' AND next_attempt_at <= now()"
+DUE_SQL = text(
+    f"SELECT tenant_id, event_id FROM notify_outbox WHERE {_DUE} ORDER BY next_attempt_at LIMIT :n"
 )
-SETTLE_SQL = text(
-    "UPDATE notify_outbox SET delivered_to = :to, last_error = :error,"
-    " attempts = attempts + CASE WHEN :done THEN 0 ELSE 1 END,"
-    " state = CASE WHEN :done THEN 'DELIVERED'"
-    "   WHEN attempts + 1 >= :max THEN 'DEAD' ELSE 'PENDING' END,"
-    " delivered_at = CASE WHEN :done THEN now() END,"
+CLAIM_SQL = text(
+    "UPDATE notify_outbox SET next_attempt_at = now() + make_interval(secs => :hold)"
+    f" WHERE tenant_id = :t AND event_id = ANY(:e) AND {_DUE}"
+    " RETURNING tenant_id, event_id, event_type, subject, occurred_at, attempts, delivered_to"
+)
+# Delivered, or not yet: two statements, since Citus refuses now() inside a CASE.
+_SETTLED = (
+    "UPDATE notify_outbox SET delivered_to = :to, last_error = :error, {changes},"
     " next_attempt_at = now() + make_interval(secs => :delay)"
     " WHERE tenant_id = :t AND event_id = :e AND state = 'PENDING'"
 )
+SETTLE_SQL = {
+    True: text(_SETTLED.format(changes="state = 'DELIVERED', delivered_at = now()")),
+    False: text(
+        _SETTLED.format(
+            changes="attempts = attempts + 1,"
+            " state = CASE WHEN attempts + 1 >= :max THEN 'DEAD' ELSE 'PENDING' END"
+        )
+    ),
+}
 LIST_SQL = text(
     "SELECT tenant_id, event_id, event_type, state, attempts, delivered_to, last_error,"
     " occurred_at, next_attempt_at, delivered_at FROM notify_outbox"
@@ -57,8 +67,18 @@ class PgOutbox:
         self._engine = engine
 
     async def claim(self, *, limit: int, hold_s: float) -> list[OutboxEvent]:
-        async with translated(self._engine, write=True) as conn:
-            rows = (await conn.execute(CLAIM_SQL, {"hold": hold_s, "n": limit})).mappings().all()
+        async with translated(self._engine, write=False) as conn:
+            due = (await conn.execute(DUE_SQL, {"n": limit})).all()
+        by_tenant: dict[str, list[str]] = {}
+        for tenant_id, event_id in due:
+            by_tenant.setdefault(tenant_id, []).append(event_id)
+        rows: list[Any] = []
+        for tenant_id, event_ids in by_tenant.items():
+            async with translated(self._engine, write=True) as conn:
+                claimed = await conn.execute(
+                    CLAIM_SQL, {"hold": hold_s, "t": tenant_id, "e": event_ids}
+                )
+                rows.extend(claimed.mappings().all())
         return [
             OutboxEvent(**{**row, "delivered_to": tuple(row["delivered_to"])})
             for row in sorted(rows, key=lambda row: row["occurred_at"])
@@ -76,11 +96,10 @@ class PgOutbox:
     ) -> None:
         async with translated(self._engine, write=True) as conn:
             await conn.execute(
-                SETTLE_SQL,
+                SETTLE_SQL[done],
                 {
                     "to": list(delivered_to),
                     "error": error,
-                    "done": done,
                     "max": max_attempts,
                     "delay": retry_in_s,
                     "t": event.tenant_id,

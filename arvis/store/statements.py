@@ -104,13 +104,16 @@ IN_FLIGHT_SQL = {
     ),
     "key": f"SELECT {_ATTEMPT_COLUMNS} WHERE a.tenant_id = %s AND a.idempotency_key = %s",
 }
+# Every time comes from the row proposed (excluded), none from a function: Citus refuses
+# a function that is not IMMUTABLE in an upsert's DO UPDATE on a distributed or
+# reference table (issue 28), and one clock reading serves every column.
 CLAIM_LEASE_SQL = (
-    "INSERT INTO instance_leases (instance_id, holder, expires_at)"
-    " VALUES (%(n)s, %(h)s, now() + make_interval(secs => %(ttl)s))"
+    "INSERT INTO instance_leases (instance_id, holder, started_at, last_beat_at, expires_at)"
+    " VALUES (%(n)s, %(h)s, now(), now(), now() + make_interval(secs => %(ttl)s))"
     " ON CONFLICT (instance_id) DO UPDATE SET holder = excluded.holder,"
-    " started_at = now(), last_beat_at = now(), expires_at = excluded.expires_at,"
-    " released = false"
-    " WHERE instance_leases.released OR instance_leases.expires_at <= now()"
+    " started_at = excluded.started_at, last_beat_at = excluded.last_beat_at,"
+    " expires_at = excluded.expires_at, released = false"
+    " WHERE instance_leases.released OR instance_leases.expires_at <= excluded.started_at"
     " RETURNING instance_id"
 )
 BEAT_LEASE_SQL = (

@@ -115,7 +115,7 @@ _RESOLVE_DECIDED = """
 def function_text(name: str) -> Path:
     """This revision's text of ``name``: frozen under sql/0010/ once a later revision
     changed it (0011 changed arvis_journal, arvis_approve, arvis_resolve and
-    arvis_request_consent), else the current file."""
+    arvis_request_consent; 0015 arvis_bind and arvis_admit too), else the current file."""
     frozen = _FROZEN / f"{name}.sql"
     return frozen if frozen.is_file() else _CURRENT / f"{name}.sql"
 

@@ -3,8 +3,8 @@
 What the Citus tier stands on: each test database exists on every node with the
 extension, the coordinator knows its workers, distributed tables spread over them,
 ARVIS's schema migrates onto the coordinator, and a test can tell a function call pushed
-down to a worker from one run on the coordinator. The distribution of ARVIS's schema is
-not built yet (docs/scaling-citus-draft.md): here it migrates as plain tables.
+down to a worker from one run on the coordinator. Migrated without ``--distribute``,
+ARVIS's schema stays plain tables of the coordinator (test_distribution.py distributes it).
 
 Skipped where this machine's PostgreSQL 15 has no Citus; ``make test-citus`` runs it.
 """

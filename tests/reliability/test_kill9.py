@@ -19,6 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support import citus
+from tests.support.citus import function_calls
 from tests.support.http import mint_keys
 from tests.support.postgres import sql as _sql
 from tests.support.reliability import (
@@ -233,3 +235,11 @@ def test_sigkill_under_load_loses_nothing_and_runs_nothing_twice(
     assert refused == len(reposts) == len(unknown_appends)
     assert broken == []
     assert tally.count(lambda s: s >= 500 and s != 503) == 0
+    if citus.SELECTED:
+        # On Citus (make test-citus) every admission and append ran on the tenant's
+        # worker, across kills and restarts: none fell back to the coordinator.
+        calls = function_calls(database_url, ["arvis_admit", "arvis_journal"])
+        report(f"kill-9 on Citus: {calls}")
+        for step, counted in calls.items():
+            assert counted.total > 0, step
+            assert counted.pushed_down == counted.total, (step, counted)

@@ -191,6 +191,26 @@ def function_calls(url: str, names: list[str]) -> dict[str, Calls]:
     return {name: Calls(total=total, pushed_down=down) for name, total, down in rows}
 
 
+def worker_of(url: str, tenant: str) -> int:
+    """The port of the worker that holds ``tenant``'s shard group in the distributed
+    database ``url``."""
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT nodeport FROM citus_shards WHERE table_name = 'runs'::regclass"
+            " AND shardid = get_shard_id_for_distribution_column('runs', %s::text)",
+            (tenant,),
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def tenant_elsewhere(url: str, tenant: str, prefix: str = "tenant") -> str:
+    """A tenant named ``<prefix>-<n>`` whose rows Citus places on another worker than
+    ``tenant``'s."""
+    home = worker_of(url, tenant)
+    return next(t for t in (f"{prefix}-{n}" for n in range(100)) if worker_of(url, t) != home)
+
+
 def serving(url: str) -> CitusCluster | None:
     """The running cluster whose coordinator ``url`` names, if any (tests.support.postgres
     creates and drops databases through it)."""

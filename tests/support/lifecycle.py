@@ -256,11 +256,20 @@ class Harness:
         database, does the database's clock (their times move back by ``delta``, which
         is what its clock moving on would do to them: expiry is judged by it)."""
         self.clock.advance(**delta)
-        self.sql(
-            "UPDATE confirmations SET expires_at = expires_at - %s, created_at = created_at - %s,"
-            " renewed_at = renewed_at - %s",
-            *[timedelta(**delta)] * 3,
-        )
+        # Row by row with the times computed here: Citus refuses timestamptz arithmetic
+        # on a column in an UPDATE over a distributed table's shards.
+        back = timedelta(**delta)
+        for tenant, confirmation, *times in self.sql(
+            "SELECT tenant_id, confirmation_id, expires_at, created_at, renewed_at"
+            " FROM confirmations"
+        ):
+            self.sql(
+                "UPDATE confirmations SET expires_at = %s, created_at = %s, renewed_at = %s"
+                " WHERE tenant_id = %s AND confirmation_id = %s",
+                *[None if at is None else at - back for at in times],
+                tenant,
+                confirmation,
+            )
 
     def expire_lease(self) -> None:
         """Make this harness's lease expired in the database, as if its ttl passed

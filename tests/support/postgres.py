@@ -24,7 +24,7 @@ from sqlalchemy.engine import make_url
 from arvis.store.database import PgStore
 from arvis.store.embedded import start_embedded
 from arvis.store.engine import libpq_url
-from arvis.store.migrate import upgrade
+from arvis.store.migrate import distribute, upgrade
 from tests.support import citus
 
 # A fixture: pytest finds it in this plugin's namespace (pg_server_url asks for it by name).
@@ -95,10 +95,12 @@ def empty_database_url(pg_server_url: str) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def database_url(pg_server_url: str) -> Iterator[str]:
-    """A database of this module's own, migrated to head."""
+    """A database of this module's own, migrated to head (and distributed, on Citus)."""
     url = create_database(pg_server_url)
     try:
         upgrade(url)
+        if citus.serving(pg_server_url) is not None:
+            distribute(url)
         yield url
     finally:
         drop_database(pg_server_url, url)

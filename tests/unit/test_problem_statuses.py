@@ -25,6 +25,8 @@ NEVER_HTTP = {
     "decorator_invalid",
     "definition_invalid",
     "embedded_postgres_unavailable",
+    # `arvis migrate --distribute` refuses a database it cannot shard on Citus.
+    "not_distributable",
     # Raised only by calls no route makes (they exist to fail closed, DESIGN §2).
     "forbidden_route",
     # Raised inside a dispatch: the dispatcher contains them and the lifecycle

@@ -20,9 +20,10 @@ asked (``confirmation.requested``), approved, denied or expired
 (``confirmation.approved`` / ``.denied`` / ``.expired``), an uncertain outcome
 (``effect.uncertain``), a resolution (``effect.resolved``). A syscall never waits for
 a webhook: the deliverer (:mod:`arvis.webhooks.deliverer`) runs in the background,
-claims due rows with ``FOR UPDATE SKIP LOCKED`` (moving their next attempt on, so no
-transaction is open while it posts), posts each to every webhook that wants it and
-has not acknowledged it, and marks it delivered, or retries with exponential backoff; after
+claims due rows with a conditional update (moving their next attempt on, so no
+transaction is open while it posts; it runs only where webhooks are declared), posts
+each to every webhook that wants it and has not acknowledged it, and marks it
+delivered, or retries with exponential backoff; after
 ``max_attempts`` the row is ``DEAD``, visible to operators (``arvis notify list``).
 A receiver that is down loses nothing; it may get an event more than once, always
 with the same id (``ARVIS-Event-Id``, also ``Idempotency-Key``): dedupe on it.

@@ -25,6 +25,10 @@
 -- which policy authorized it, likewise).
 -- Revision 0010: the run is bound to the principal of p_context (arvis_bind), and the
 -- attempt to the plan it was decided under (p_plan), not the run's first plan.
+-- Revision 0015 (issue 28): the charge is an INSERT … VALUES, its time taken from
+-- excluded, and the limit of a charge alone checked first: Citus refuses a function
+-- that is not IMMUTABLE in DO UPDATE SET, and an INSERT … SELECT of the function's
+-- variables loses its parameters on the worker it is sent to.
 CREATE OR REPLACE FUNCTION arvis_admit(
     p_tenant text, p_run text, p_plan text, p_causal text, p_key text, p_tool text,
     p_digest text, p_attempt integer, p_intent text, p_capability text, p_payload text,
@@ -101,14 +105,17 @@ BEGIN
                    window_start timestamptz, amount numeric, "limit" numeric)
              ORDER BY c.budget, c.scope
         LOOP
-            INSERT INTO budget_usage AS u (tenant_id, budget, scope_key, window_start, used)
-            SELECT p_tenant, v_charge.budget, v_charge.scope, v_charge.window_start,
-                   v_charge.amount
-             WHERE v_charge.amount <= v_charge."limit"
-            ON CONFLICT (tenant_id, budget, scope_key, window_start) DO UPDATE
-               SET used = u.used + excluded.used, updated_at = now()
-             WHERE u.used + excluded.used <= v_charge."limit";
-            IF NOT FOUND THEN
+            -- A charge past the limit on its own fits in no window, new or not.
+            IF v_charge.amount <= v_charge."limit" THEN
+                INSERT INTO budget_usage AS u (tenant_id, budget, scope_key, window_start,
+                    used, updated_at)
+                VALUES (p_tenant, v_charge.budget, v_charge.scope, v_charge.window_start,
+                    v_charge.amount, now())
+                ON CONFLICT (tenant_id, budget, scope_key, window_start) DO UPDATE
+                   SET used = u.used + excluded.used, updated_at = excluded.updated_at
+                 WHERE u.used + excluded.used <= v_charge."limit";
+            END IF;
+            IF v_charge.amount > v_charge."limit" OR NOT FOUND THEN
                 RAISE EXCEPTION 'budget % is spent', v_charge.budget
                       USING ERRCODE = 'AR010', DETAIL = v_charge.budget;
             END IF;

@@ -12,6 +12,8 @@
 -- approvals counted, and the distinct approvers, are those of that round; a round
 -- that moved on since is 'stale'.
 -- Revision 0011: the entry goes through arvis_journal's one typed argument.
+-- Revision 0015 (issue 28): the run's lock is the row lock on its row (arvis_bind says
+-- why), and arvis_journal takes the tenant first.
 CREATE OR REPLACE FUNCTION arvis_approve(
     p_tenant text, p_run text, p_causal text, p_key text, p_confirmation text,
     p_round integer,
@@ -21,7 +23,7 @@ CREATE OR REPLACE FUNCTION arvis_approve(
     OUT out_entry_hash text
 ) LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_advisory_xact_lock(hashtextextended(p_tenant || E'\x1f' || p_run, 0));
+    PERFORM 1 FROM runs WHERE tenant_id = p_tenant AND run_id = p_run FOR NO KEY UPDATE;
     IF EXISTS (SELECT 1 FROM confirmation_approvals WHERE tenant_id = p_tenant
                 AND confirmation_id = p_confirmation AND round = p_round
                 AND principal_id = p_principal) THEN
@@ -42,7 +44,7 @@ BEGIN
     END IF;
     SELECT j.out_status, j.out_position, j.out_prev_hash, j.out_entry_hash
       INTO out_status, out_position, out_prev_hash, out_entry_hash
-      FROM arvis_journal(jsonb_populate_record(NULL::arvis_journal_step, jsonb_build_object(
+      FROM arvis_journal(p_tenant, jsonb_populate_record(NULL::arvis_journal_step, jsonb_build_object(
           'tenant', p_tenant, 'run', p_run, 'kind', 'confirmation', 'causal', p_causal,
           'idempotency_key', p_key, 'body', p_body, 'recorded_at', p_recorded_at,
           'confirmation', p_confirmation, 'confirmation_from', ARRAY['PENDING'],

@@ -26,19 +26,25 @@
 --   'identity_mismatch' bind_tool, and the run is bound to another principal than
 --                       the refusal's (its body's principal_id, revision 0010): nothing
 --                       written
+-- Revision 0015 (issue 28): the tenant comes first, as an argument of its own
+-- (p_tenant, equal to p.tenant): Citus sends a call to the worker of its tenant's
+-- shards only when the distribution argument is a plain value of the shard key's type.
+-- The run's lock is the row lock on its row (arvis_bind says why), and the entry's
+-- time is cast once, outside the statements (Citus refuses a function that is not
+-- IMMUTABLE inside a CASE of a statement on a distributed table).
 CREATE OR REPLACE FUNCTION arvis_journal(
-    p arvis_journal_step,
+    p_tenant text, p arvis_journal_step,
     OUT out_status text, OUT out_position bigint, OUT out_prev_hash text,
     OUT out_entry_hash text
 ) LANGUAGE plpgsql AS $$
 DECLARE
-    p_tenant text := p.tenant;
     p_run text := p.run;
     p_key text := p.idempotency_key;
     p_attempt integer := p.attempt;
     p_boundary text := p.boundary;
     p_body text := p.body;
     p_recorded_at text := p.recorded_at;
+    v_recorded_at timestamptz := p.recorded_at::timestamptz;
     p_settle boolean := coalesce(p.settle, false);
     v_bound text;
     v_old record;
@@ -46,6 +52,10 @@ DECLARE
     v_budgets jsonb;
     v_charge record;
 BEGIN
+    IF p.tenant IS DISTINCT FROM p_tenant THEN
+        RAISE EXCEPTION 'the step names tenant %, the call %', p.tenant, p_tenant
+              USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     IF p.bind_tool IS NOT NULL THEN
         SELECT b.out_status INTO v_bound
           FROM arvis_bind(p_tenant, p_run, p.bind_plan, p.causal, p_key, p.bind_tool,
@@ -55,7 +65,7 @@ BEGIN
             RETURN;
         END IF;
     ELSE
-        PERFORM pg_advisory_xact_lock(hashtextextended(p_tenant || E'\x1f' || p_run, 0));
+        PERFORM 1 FROM runs WHERE tenant_id = p_tenant AND run_id = p_run FOR NO KEY UPDATE;
     END IF;
     IF p_attempt IS NOT NULL THEN
         SELECT position, prev_hash, entry_hash, boundary, body, recorded_at, intent_id INTO v_old
@@ -67,7 +77,7 @@ BEGIN
             -- number is a conflict for a settlement and stale history for a refusal.
             IF v_old.intent_id IS NOT DISTINCT FROM p.intent
                AND v_old.boundary IS NOT DISTINCT FROM p_boundary AND v_old.body = p_body
-               AND v_old.recorded_at = p_recorded_at::timestamptz THEN
+               AND v_old.recorded_at = v_recorded_at THEN
                 out_status := 'existing';
                 out_position := v_old.position;
                 out_prev_hash := v_old.prev_hash;
@@ -113,7 +123,7 @@ BEGIN
                decided_by = coalesce(p.decided_by, decided_by),
                decision_reason = coalesce(p.reason, decision_reason),
                decided_at = CASE WHEN p.decided_by IS NULL THEN decided_at
-                                 ELSE p_recorded_at::timestamptz END
+                                 ELSE v_recorded_at END
          WHERE tenant_id = p_tenant AND confirmation_id = p.confirmation
            AND state = ANY (p.confirmation_from);
         IF NOT FOUND AND coalesce(p.confirmation_strict, false) THEN
@@ -141,7 +151,7 @@ BEGIN
         entry_hash, recorded_at)
     VALUES (p_tenant, p_run, out_position, p.kind, p.causal, p_key, p_attempt, p.intent,
         p_boundary, coalesce(p.retryable, false), p_body, out_prev_hash, out_entry_hash,
-        p_recorded_at::timestamptz);
+        v_recorded_at);
     out_status := 'appended';
 END
 $$;

@@ -27,7 +27,7 @@ BEGIN
         END IF;
         SELECT j.out_status, j.out_position, j.out_prev_hash, j.out_entry_hash
           INTO out_status, out_position, out_prev_hash, out_entry_hash
-          FROM arvis_journal(v) j;
+          FROM arvis_journal(p_tenant, v) j;
         RETURN NEXT;
     END LOOP;
 END

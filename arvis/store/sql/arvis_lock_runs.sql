@@ -3,8 +3,12 @@
 -- then take only locks of their own runs (which they already hold) or, after all of
 -- them, the budget rows of its one charged step (in budget order), so two batches,
 -- or a batch and a lone step, can never wait on each other in a cycle.
--- The lock is arvis_bind's (a transaction-scoped advisory lock per run); re-taking
--- it in a step of the batch costs no wait and writes nothing.
+-- These transaction-scoped advisory locks order batches only; what excludes two steps
+-- of one run is the row lock on the run's row each step takes (revision 0015). A batch
+-- holds a run's advisory lock before it takes that run's row lock, and a lone step
+-- touches one run, so row locks never wait in a cycle either, even for a run whose row
+-- a step of the batch creates (an advisory lock needs no row). On Citus the batches of
+-- a tenant run on its worker (pushed down by p_tenant), where these locks are taken.
 CREATE OR REPLACE FUNCTION arvis_lock_runs(p_tenant text, p_steps jsonb) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE

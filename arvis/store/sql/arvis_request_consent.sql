@@ -10,6 +10,8 @@
 -- 24): it is created at now() and lives p_expires_at - p_created_at (the lifetime
 -- Python decided), so whatever clock the caller's times came from, the statements
 -- that use, list and expire it (expires_at <= now()) judge it by the same clock.
+-- Revision 0015 (issue 28): the approver groups are read from p_terms before the insert
+-- (Citus refuses a subquery inside an INSERT on a distributed table).
 CREATE OR REPLACE FUNCTION arvis_request_consent(
     p_tenant text, p_run text, p_plan text, p_causal text, p_key text, p_tool text,
     p_digest text, p_confirmation text, p_payload text, p_context text,
@@ -18,6 +20,7 @@ CREATE OR REPLACE FUNCTION arvis_request_consent(
 ) LANGUAGE plpgsql AS $$
 DECLARE
     v_bound text;
+    v_groups text[] := ARRAY(SELECT jsonb_array_elements_text(p_terms -> 'approver_groups'));
 BEGIN
     SELECT b.out_status, b.out_run_plan INTO v_bound, out_run_plan
       FROM arvis_bind(p_tenant, p_run, p_plan, p_causal, p_key, p_tool, p_digest, p_payload,
@@ -33,8 +36,7 @@ BEGIN
     VALUES (p_tenant, p_confirmation, p_run, p_causal, p_key, p_tool, p_digest,
         p_payload::jsonb, 'PENDING', p_context::jsonb, now() + (p_expires_at - p_created_at),
         now(), now(),
-        ARRAY(SELECT jsonb_array_elements_text(p_terms -> 'approver_groups')),
-        (p_terms ->> 'quorum')::integer, p_terms ->> 'definition_fingerprint',
+        v_groups, (p_terms ->> 'quorum')::integer, p_terms ->> 'definition_fingerprint',
         p_terms ->> 'policy_digest')
     ON CONFLICT DO NOTHING;
     IF FOUND THEN

@@ -20,6 +20,10 @@
 -- Revision 0011: the entry goes through arvis_journal's one typed argument; the new
 -- round opens at the database's now() and lives expires_at - p_recorded_at (one clock
 -- for expiry, issue 24).
+-- Revision 0015 (issue 28): the run's lock is the row lock on its row (arvis_bind says
+-- why), arvis_journal takes the tenant first, and the resolution's time and the
+-- approver's groups are computed before the statements that write them (Citus refuses
+-- a function that is not IMMUTABLE inside a CASE, and a subquery inside an INSERT).
 CREATE OR REPLACE FUNCTION arvis_resolve(
     p_tenant text, p_run text, p_causal text, p_key text, p_attempt integer,
     p_uncertain_position bigint, p_boundary text, p_resolved_by text, p_body text,
@@ -31,8 +35,10 @@ DECLARE
     v_confirmation text := p_consent ->> 'confirmation_id';
     v_round integer := (p_consent ->> 'round')::integer;
     v_approver jsonb := p_consent -> 'approver';
+    v_recorded_at timestamptz := p_recorded_at::timestamptz;
+    v_groups text[];
 BEGIN
-    PERFORM pg_advisory_xact_lock(hashtextextended(p_tenant || E'\x1f' || p_run, 0));
+    PERFORM 1 FROM runs WHERE tenant_id = p_tenant AND run_id = p_run FOR NO KEY UPDATE;
     IF NOT EXISTS (
         SELECT 1 FROM resolutions WHERE tenant_id = p_tenant AND idempotency_key = p_key
            AND attempt = p_attempt AND run_id = p_run
@@ -57,7 +63,7 @@ BEGIN
     END IF;
     UPDATE resolutions
        SET boundary = p_boundary, resolved_by = p_resolved_by,
-           resolved_at = p_recorded_at::timestamptz
+           resolved_at = v_recorded_at
      WHERE tenant_id = p_tenant AND idempotency_key = p_key AND attempt = p_attempt
        AND run_id = p_run AND uncertain_position = p_uncertain_position
        AND boundary IS NULL;
@@ -65,7 +71,7 @@ BEGIN
     -- `resolutions`, beside the attempt it resolves.
     SELECT j.out_status, j.out_position, j.out_prev_hash, j.out_entry_hash
       INTO out_status, out_position, out_prev_hash, out_entry_hash
-      FROM arvis_journal(jsonb_populate_record(NULL::arvis_journal_step, jsonb_build_object(
+      FROM arvis_journal(p_tenant, jsonb_populate_record(NULL::arvis_journal_step, jsonb_build_object(
           'tenant', p_tenant, 'run', p_run, 'kind', 'resolution', 'causal', p_causal,
           'idempotency_key', p_key, 'boundary', p_boundary, 'body', p_body,
           'recorded_at', p_recorded_at))) j;
@@ -77,11 +83,10 @@ BEGIN
     UPDATE confirmations
        SET state = p_consent ->> 'state', round = v_round,
            renewed_at = now(),
-           expires_at = now() + ((p_consent ->> 'expires_at')::timestamptz
-                                 - p_recorded_at::timestamptz),
+           expires_at = now() + ((p_consent ->> 'expires_at')::timestamptz - v_recorded_at),
            decided_by = p_consent ->> 'decided_by',
            decided_at = CASE WHEN p_consent ->> 'decided_by' IS NULL THEN NULL
-                             ELSE p_recorded_at::timestamptz END,
+                             ELSE v_recorded_at END,
            decision_reason = NULL, updated_at = now()
      WHERE tenant_id = p_tenant AND confirmation_id = v_confirmation AND state = 'CONSUMED';
     IF NOT FOUND THEN
@@ -89,12 +94,12 @@ BEGIN
         RAISE EXCEPTION 'confirmation % changed under the run''s lock', v_confirmation;
     END IF;
     IF jsonb_typeof(v_approver) = 'object' THEN
+        v_groups := ARRAY(SELECT jsonb_array_elements_text(v_approver -> 'groups'));
         INSERT INTO confirmation_approvals (tenant_id, confirmation_id, round, principal_id,
             auth_method, key_id, groups, decided_at, position)
         VALUES (p_tenant, v_confirmation, v_round, v_approver ->> 'principal_id',
-            v_approver ->> 'auth_method', v_approver ->> 'key_id',
-            ARRAY(SELECT jsonb_array_elements_text(v_approver -> 'groups')),
-            p_recorded_at::timestamptz, out_position);
+            v_approver ->> 'auth_method', v_approver ->> 'key_id', v_groups,
+            v_recorded_at, out_position);
     END IF;
 END
 $$;

@@ -11,7 +11,8 @@ import pytest
 from arvis.store.database import PgStore
 from arvis.store.errors import SchemaNotReady
 from arvis.store.migrate import head_revision
-from tests.support.postgres import create_database, drop_database
+from tests.support import citus
+from tests.support.postgres import create_database, drop_database, sql
 
 
 def _arvis(*args: str, url: str) -> subprocess.CompletedProcess[str]:
@@ -87,3 +88,14 @@ def test_a_bad_setting_stops_start_up_with_one_line_naming_it(empty_database_url
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1
     assert lines[0].startswith("arvis: error: ARVIS_")
+
+
+@pytest.mark.skipif(citus.SELECTED, reason="every database of the Citus tier has Citus")
+def test_migrate_distribute_refuses_a_server_without_citus_and_migrates_nothing(
+    empty_database_url: str,
+) -> None:
+    result = _arvis("migrate", "--distribute", url=empty_database_url)
+    assert result.returncode == 1
+    assert "cannot distribute: this database is not a Citus database" in result.stderr
+    assert "migrate without --distribute" in result.stderr
+    assert sql(empty_database_url, "SELECT to_regclass('runs')") == [(None,)]

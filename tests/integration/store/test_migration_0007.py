@@ -105,7 +105,8 @@ async def test_an_attempt_admitted_before_0007_is_recovered_after_it(database: s
         ("crashed", None, None)
     ]
     assert _functions(database, "arvis_admit") == [19]
-    assert _functions(database, "arvis_journal") == [1]  # one typed argument from 0011 on
+    # One typed argument from 0011 on, after the tenant from 0015 on.
+    assert _functions(database, "arvis_journal") == [2]
     harness = await make_harness(database)
     try:
         settled = await harness.lifecycle.sweeper.sweep()

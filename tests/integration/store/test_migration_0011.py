@@ -86,7 +86,8 @@ async def test_a_chain_of_revision_0010_goes_on_under_0011_and_back(database: st
     assert _sql(database, "SELECT attempt FROM resolutions WHERE run_id = %s", RUN) == [(1,)]
 
     upgrade(database)
-    assert _arguments(database, "arvis_journal") == [(1,)]
+    # Revision 0015 puts the tenant before the typed argument.
+    assert _arguments(database, "arvis_journal") == [(2,)]
     assert "arvis_uncertain(" in _trigger(database, "tr_journal_entries_notify")
     [(check,)] = _sql(
         database,

@@ -10,20 +10,29 @@ from arvis.store.engine import create_sync_engine, libpq_url
 from arvis.store.migrate import downgrade, head_revision, upgrade
 from arvis.store.tables import metadata
 
+# An extension's own objects (Citus's and pg_stat_statements' views and functions, on
+# the Citus tier) are not the schema's.
+_NOT_AN_EXTENSIONS = (
+    "NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = {oid} AND d.deptype = 'e')"
+)
+
 
 def _objects(url: str) -> set[str]:
     with psycopg.connect(libpq_url(url)) as conn:
         rows = conn.execute(
-            """
+            f"""
             SELECT c.relkind::text || ':' || c.relname FROM pg_class c
             JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public'
+              AND {_NOT_AN_EXTENSIONS.format(oid="c.oid")}
             UNION ALL
             SELECT 'type:' || t.typname FROM pg_type t
             JOIN pg_namespace n ON n.oid = t.typnamespace
             WHERE n.nspname = 'public' AND t.typtype IN ('e', 'd', 'c') AND t.typrelid = 0
+              AND {_NOT_AN_EXTENSIONS.format(oid="t.oid")}
             UNION ALL
             SELECT 'fn:' || p.proname FROM pg_proc p
             JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'public'
+              AND {_NOT_AN_EXTENSIONS.format(oid="p.oid")}
             """
         ).fetchall()
     return {row[0] for row in rows}
