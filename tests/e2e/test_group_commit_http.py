@@ -7,11 +7,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-import psycopg
-
 from arvis.kernel import Kernel
-from arvis.store.engine import libpq_url
 from tests.support.http import Api
+from tests.support.postgres import run_lock_held
 
 
 async def until(ready: Callable[[], bool]) -> None:
@@ -22,13 +20,8 @@ async def until(ready: Callable[[], bool]) -> None:
 async def test_posts_queued_behind_a_commit_are_admitted_in_one_transaction(api: Api) -> None:
     kernel: Kernel = api.app.state.kernel
     admissions = kernel.resources.store.ops.admissions
-    held = await psycopg.AsyncConnection.connect(libpq_url(api.database_url))
-    try:
-        # The lone post's admission waits for this run's lock; the others queue behind it.
-        await held.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended(%s || E'\\x1f' || %s, 0))",
-            ("acme", "gc-held"),
-        )
+    # The lone post's admission waits for this run's lock; the others queue behind it.
+    async with run_lock_held(api.database_url, "acme", "gc-held"):
         lone = asyncio.ensure_future(
             api.syscall("echo", {"n": 0}, run_id="gc-held", causal_id="gc-0")
         )
@@ -40,9 +33,6 @@ async def test_posts_queued_behind_a_commit_are_admitted_in_one_transaction(api:
             for n in range(1, 6)
         ]
         await until(lambda: admissions.waiting("acme") == 5)
-    finally:
-        await held.rollback()
-        await held.close()
     answers = [await lone, *await asyncio.gather(*rest)]
     assert [a.status_code for a in answers] == [200] * 6
     assert [a.json()["outcome"] for a in answers] == ["executed"] * 6

@@ -14,6 +14,7 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,36 @@ def sql(url: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
     with psycopg.connect(libpq_url(url), autocommit=True) as conn:
         cursor = conn.execute(query, params)
         return cursor.fetchall() if cursor.description else []
+
+
+@asynccontextmanager
+async def run_lock_held(url: str, tenant: str, run: str) -> AsyncIterator[None]:
+    """The run's lock held by another transaction until the block ends: every step of
+    the run waits meanwhile. The lock is the row lock on the run's row (revision 0015):
+    a run that has no row yet gets one in this transaction, uncommitted, so a step that
+    would create it waits on that insert; rolling back leaves the run as it was."""
+    conn = await psycopg.AsyncConnection.connect(libpq_url(url))
+    try:
+        # The row needs a plan to refer to, which may not be registered yet: one of the
+        # holder's own, gone with the rollback too.
+        await conn.execute(
+            "INSERT INTO tool_plans (plan_id, definitions) VALUES (repeat('f', 64), '{}')"
+            " ON CONFLICT DO NOTHING"
+        )
+        await conn.execute(
+            "INSERT INTO runs (tenant_id, run_id, plan_id, principal_id, journal_head)"
+            " VALUES (%s, %s, repeat('f', 64), 'lock-holder', repeat('0', 64))"
+            " ON CONFLICT DO NOTHING",
+            (tenant, run),
+        )
+        await conn.execute(
+            "SELECT 1 FROM runs WHERE tenant_id = %s AND run_id = %s FOR NO KEY UPDATE",
+            (tenant, run),
+        )
+        yield
+    finally:
+        await conn.rollback()
+        await conn.close()
 
 
 def drop_database(server_url: str, url: str) -> None:

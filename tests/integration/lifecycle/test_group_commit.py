@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import psycopg
@@ -23,6 +23,7 @@ from arvis.store.batching import GroupCommit
 from arvis.store.engine import libpq_url
 from arvis.tools.base import ToolInvocation, ToolResult
 from tests.support.lifecycle import AGENT, Harness, make_harness
+from tests.support.postgres import run_lock_held
 from tests.support.rules import OTHER_AGENT
 
 TENANT = AGENT.tenant_id
@@ -42,19 +43,9 @@ async def budgeted(database_url: str) -> AsyncIterator[Harness]:
         await harness.close()
 
 
-@asynccontextmanager
-async def run_held(harness: Harness, run_id: str) -> AsyncIterator[None]:
+def run_held(harness: Harness, run_id: str) -> AbstractAsyncContextManager[None]:
     """The run's lock (arvis_bind's) held by another transaction until the block ends."""
-    conn = await psycopg.AsyncConnection.connect(libpq_url(harness.url))
-    try:
-        await conn.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended(%s || E'\\x1f' || %s, 0))",
-            (TENANT, run_id),
-        )
-        yield
-    finally:
-        await conn.rollback()
-        await conn.close()
+    return run_lock_held(harness.url, TENANT, run_id)
 
 
 async def until(ready: Callable[[], bool]) -> None:
