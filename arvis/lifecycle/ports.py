@@ -37,6 +37,7 @@ from arvis.lifecycle.records import (
     RunSummary,
     UncertainAttempt,
 )
+from arvis.lifecycle.runs import RunQuery
 from arvis.lifecycle.writes import (
     Admission,
     AdmitAnswer,
@@ -113,11 +114,9 @@ class LifecycleReads(Protocol):
         """The used amounts of the tenant's rows in the given (budget, window start)s."""
         ...
 
-    async def runs(
-        self, tenant_id: TenantId, containing: str | None, limit: int, offset: int
-    ) -> tuple[list[RunSummary], int]:
-        """The tenant's runs whose id contains ``containing``, newest first, one page;
-        and how many there are in all."""
+    async def runs(self, tenant_id: TenantId, query: RunQuery) -> list[RunSummary]:
+        """The tenant's runs that ``query`` selects, newest first: up to one more than
+        ``query.limit`` (so the caller knows whether another page follows)."""
         ...
 
 

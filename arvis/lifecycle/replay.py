@@ -23,8 +23,9 @@ from arvis.lifecycle.clock import SystemClock
 from arvis.lifecycle.errors import ChainBroken, NotFound, RunOfAnotherPrincipal
 from arvis.lifecycle.evidence.verify import EvidenceService
 from arvis.lifecycle.ports import LifecycleStore
-from arvis.lifecycle.records import ChainRow, JournalEntry, RunSummary
+from arvis.lifecycle.records import ChainRow, JournalEntry
 from arvis.lifecycle.results import SyscallResult, result_from_entry
+from arvis.lifecycle.runs import RunQuery, RunsPage, page_of
 
 RESULT_KINDS = frozenset({"execution", "refusal", "recovery"})
 MAX_REPLAY_PAGE = 1000
@@ -191,9 +192,7 @@ class ReplayService:
                 raise NotFound(f"no run {run_id}")
             return await reads.page(tenant_id, run_id, after, limit)
 
-    async def runs(
-        self, tenant_id: TenantId, containing: str | None = None, limit: int = 50, offset: int = 0
-    ) -> tuple[list[RunSummary], int]:
-        """The tenant's runs, newest first, with their flags; and how many match in all."""
+    async def runs(self, tenant_id: TenantId, query: RunQuery) -> RunsPage:
+        """One page of the tenant's runs, newest first, with their status and flags."""
         async with self.store.reading() as reads:
-            return await reads.runs(tenant_id, containing or None, limit, offset)
+            return page_of(await reads.runs(tenant_id, query), query.limit)

@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from starlette.routing import Route
 
 from arvis import __version__
-from arvis.api.routes import budgets, confirmations, resolutions, runs, syscalls, system
+from arvis.api.routes import budgets, confirmations, keys, resolutions, runs, syscalls, system
 from arvis.api.routes import checkpoints as run_checkpoints
 from arvis.bootstrap import build_kernel
 from arvis.config import Environment, load_settings
@@ -95,7 +95,7 @@ def create_app(
         _serve_schema_to_keys(app)
     app.state.metrics = metrics
     install_problem_handlers(app)
-    for module in (syscalls, runs, resolutions, confirmations, system, budgets):
+    for module in (syscalls, runs, resolutions, confirmations, system, budgets, keys):
         app.include_router(module.router)
     app.include_router(run_checkpoints.router)
     mount_console(app)

@@ -273,8 +273,8 @@ async def test_the_run_page_shows_the_chain_and_where_it_breaks(
     assert "EFFECT_COMPLETED" in page
     assert "executed" in page
     runs = text_of((await browser.get("/console/runs?q=chain")).text)
-    assert "run-chain 3" in runs
-    assert "1 run matching" in runs
+    assert "running run-chain agent-of-acme echo" in runs
+    assert "Runs matching the filters" in runs
     api.sql(
         "UPDATE journal_entries SET body = replace(body, 'c-2', 'c-X')"
         " WHERE run_id = 'run-chain' AND position = 2"
