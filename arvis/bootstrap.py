@@ -26,6 +26,7 @@ from arvis.config import Environment, Settings, load_file_config, load_settings
 from arvis.deployment import LoadedTools, load_audit_sink, load_tools, parse_audit_config
 from arvis.domain.clock import Clock
 from arvis.domain.ids import InstanceId
+from arvis.domain.redaction import Redaction
 from arvis.evidence.export import BundleExporter
 from arvis.evidence.setup import load_evidence
 from arvis.evidence.witness import FileWitness
@@ -109,6 +110,7 @@ def compose_lifecycle(
     append_observers: Sequence[Callable[[JournalEntry], None]] = (),
     plan_store: PgPlanStore | None = None,
     checkpoints: PgCheckpoints | None = None,
+    redaction: Redaction | None = None,
 ) -> Lifecycle:
     """Wire the lifecycle of DESIGN §2 around a store and a tool set.
 
@@ -126,6 +128,7 @@ def compose_lifecycle(
     with (issue 23). ``append_observers`` are told, with the witness, of every entry
     appended (the checkpointer): the one place the store learns who listens.
     ``plan_store`` and ``checkpoints`` are the kernel's (default: new ones on ``store``).
+    ``redaction`` names the payload fields never stored in clear (``[journal] redact``).
     """
     clock = clock or SystemClock()
     instance_id = instance_id or new_instance_id()
@@ -164,6 +167,7 @@ def compose_lifecycle(
         clock=clock,
         confirmation_ttl_s=confirmation_ttl.total_seconds(),
         evidence=evidence,
+        redaction=redaction or Redaction(),
     )
     handler = SyscallHandler(
         admission=admission,
@@ -225,6 +229,7 @@ async def build_kernel(
         reconcile = parse_reconcile_config(file_config.reconcile)
         notifications = load_notifications(file_config.notify, os.environ)
         audit = parse_audit_config(file_config.audit)
+        redaction = Redaction.from_section(file_config.journal)
         evidence = load_evidence(
             settings.signing_key_file, audit.checkpoints, audit.witness, settings.config_dir, http
         )
@@ -285,6 +290,7 @@ async def build_kernel(
         append_observers=() if checkpointer is None else (checkpointer.note,),
         plan_store=plan_store,
         checkpoints=checkpoints,
+        redaction=redaction,
     )
     outbox = PgOutbox(store.engine)
     return Kernel(

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from arvis.domain.checkpoints import Checkpoint
 from arvis.domain.ids import (
@@ -95,6 +95,19 @@ class LifecycleReads(Protocol):
     async def confirmations(
         self, tenant_id: TenantId, state: ConfirmationState | None, limit: int, after: str | None
     ) -> list[ConfirmationRecord]: ...
+
+    async def run_confirmations(
+        self, tenant_id: TenantId, run_id: RunId, state: ConfirmationState, limit: int
+    ) -> list[ConfirmationRecord]:
+        """The run's confirmations in ``state``, oldest first."""
+        ...
+
+    async def payloads(
+        self, tenant_id: TenantId, run_id: RunId, causal_ids: Sequence[str]
+    ) -> dict[str, Any]:
+        """The frozen arguments the run's decisions keep, by causal id (as stored:
+        ``[journal] redact`` fields are their digests; None before revision 0005)."""
+        ...
 
     async def attempt_entry(
         self, tenant_id: TenantId, run_id: RunId, key: str, attempt: int

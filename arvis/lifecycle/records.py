@@ -93,6 +93,10 @@ class ConfirmationRecord:
     read_at: datetime | None = None
     """The database's clock when the store read this record (None: built, not read):
     expiry is judged by it (:func:`arvis.domain.states.consent_expired`)."""
+    payload_digest: str | None = None
+    """The frozen payload's digest (None: built, not read). ``payload`` is what the
+    record keeps: without the fields ``[journal] redact`` names, so its own digest
+    differs from this one when the rule applied."""
 
     @property
     def key(self) -> AttemptKey:

@@ -69,7 +69,8 @@ APPROVALS = (
     " AND a.confirmation_id = {t}.confirmation_id AND a.round = {t}.round)"
 )
 CONFIRMATION_COLUMNS = (
-    "confirmation_id, tenant_id, run_id, causal_id, idempotency_key, tool, payload, state,"
+    "confirmation_id, tenant_id, run_id, causal_id, idempotency_key, tool, payload,"
+    " payload_digest, state,"
     " context, decided_by, decision_reason AS reason, decided_at, expires_at, created_at,"
     " approver_groups, quorum, definition_fingerprint, policy_digest, round, renewed_at,"
     # The database's clock with the record: expiry is judged by it (issue 24).
@@ -83,6 +84,16 @@ _CONFIRMATIONS = (
     f"SELECT {CONFIRMATION_COLUMNS} FROM confirmations WHERE tenant_id = %s"
     " AND (%s::text IS NULL OR state = %s) AND (%s::text IS NULL OR confirmation_id > %s)"
     " ORDER BY confirmation_id LIMIT %s"
+)
+# A run's confirmations of one state (the run page's "waiting for consent").
+_RUN_CONFIRMATIONS = (
+    f"SELECT {CONFIRMATION_COLUMNS} FROM confirmations WHERE tenant_id = %s AND run_id = %s"
+    " AND state = %s ORDER BY created_at, confirmation_id LIMIT %s"
+)
+# The frozen arguments each decision keeps (redacted as [journal] redact says).
+_PAYLOADS = (
+    "SELECT causal_id, payload FROM decisions WHERE tenant_id = %s AND run_id = %s"
+    " AND causal_id = ANY(%s)"
 )
 _ATTEMPT_ENTRY = (
     f"SELECT {_ENTRY_COLUMNS} FROM journal_entries WHERE idempotency_key = %s"
@@ -230,6 +241,7 @@ def confirmation_from(row: Mapping[str, Any]) -> ConfirmationRecord:
         round=row.get("round") or 1,
         renewed_at=row.get("renewed_at"),
         read_at=row.get("read_at"),
+        payload_digest=row.get("payload_digest"),
     )
 
 
@@ -306,6 +318,20 @@ class PgReads:
         wanted = None if state is None else state.value
         await cursor.execute(_CONFIRMATIONS, (tenant_id, wanted, wanted, after, after, limit))
         return [confirmation_from(row) for row in await cursor.fetchall()]
+
+    async def run_confirmations(
+        self, tenant_id: TenantId, run_id: RunId, state: ConfirmationState, limit: int
+    ) -> list[ConfirmationRecord]:
+        cursor = self._conn.cursor(row_factory=dict_row)
+        await cursor.execute(_RUN_CONFIRMATIONS, (tenant_id, run_id, state.value, limit))
+        return [confirmation_from(row) for row in await cursor.fetchall()]
+
+    async def payloads(
+        self, tenant_id: TenantId, run_id: RunId, causal_ids: Sequence[str]
+    ) -> dict[str, Any]:
+        cursor = self._conn.cursor(row_factory=tuple_row)
+        await cursor.execute(_PAYLOADS, (tenant_id, run_id, list(causal_ids)))
+        return {causal: payload for causal, payload in await cursor.fetchall()}
 
     async def attempt_entry(
         self, tenant_id: TenantId, run_id: RunId, key: str, attempt: int

@@ -150,7 +150,7 @@ async def test_an_approver_approves_the_pending_append_and_the_re_post_runs(
     await shoot(page, "approvals")
 
     await card.get_by_role("button", name="Approve").click()
-    await expect(page.get_by_role("status")).to_contain_text("is now APPROVED")
+    await expect(page.get_by_role("status")).to_contain_text("is now approved")
     await expect(page.locator(f"#cnf-{cid}")).to_have_count(0)
 
     ran = await served.syscall("files.append", payload, "demo-run", "step-2")
@@ -162,7 +162,7 @@ async def test_an_approver_approves_the_pending_append_and_the_re_post_runs(
     await shoot(page, "confirmation")
     await page.goto(f"{served.url}/console/approvals")
     await page.get_by_role("link", name="Decided and expired").click()
-    await expect(page.locator(f"#cnf-{cid}")).to_contain_text("CONSUMED")
+    await expect(page.locator(f"#cnf-{cid}")).to_contain_text("used")
 
     # The walk-through's run, as an approver who is also an auditor (admin) sees it.
     await page.get_by_role("button", name="Sign out").click()

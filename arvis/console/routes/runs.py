@@ -10,7 +10,7 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
 from arvis.console.deps import Form, User, need
-from arvis.console.views import boundary_legend, timeline
+from arvis.console.views import boundary_legend, pretty, timeline
 from arvis.console.web import ConsoleRoute, render
 from arvis.domain.ids import ID_PATTERN, RunId
 from arvis.lifecycle.consent.resolution import RESOLVED_AS
@@ -59,12 +59,18 @@ async def _run_context(kernel: KernelDep, user: User, run_id: str, after: int) -
     # The same verification as GET /v1/runs/{id}/verify; another tenant's run is 404.
     report = await kernel.lifecycle.evidence.verify(tenant, RunId(run_id))
     entries = await kernel.lifecycle.replay.journal(tenant, RunId(run_id), after, TIMELINE_PAGE)
-    rows = timeline(entries)
+    details = await kernel.lifecycle.replay.run_details(
+        tenant, RunId(run_id), [e.causal_id for e in entries]
+    )
+    rows = timeline(entries, details.arguments)
     return {
         "user": user,
         "run_id": run_id,
         "report": report,
         "rows": rows,
+        "pending": [
+            (c, pretty(details.arguments.get(c.causal_id, c.payload))) for c in details.pending
+        ],
         "open_uncertain": [r for r in rows if r.uncertain and r.resolved_by is None],
         "legend": boundary_legend(),
         "after": after,

@@ -739,8 +739,10 @@ async def test_a_consent_reads_back_as_it_was_asked(ops: LifecycleStore) -> None
     asked = await ask_consent(ops, it, quorum=2)
     history = await ops.history(T, it.context.run_id, it.context.causal_id, it.idempotency_key)
     assert history.confirmation is not None
-    # Each read says when the database read it; everything else reads back as asked.
-    assert replace(history.confirmation, read_at=None) == replace(asked, read_at=None)
+    # Each read says when the database read it (and a listing the digest the payload
+    # was asked with, issue 27); everything else reads back as asked.
+    unread = {"read_at": None, "payload_digest": None}
+    assert replace(history.confirmation, **unread) == replace(asked, **unread)
     assert history.read_at is not None
     assert (asked.state, asked.quorum, asked.round, asked.approvals) == (
         ConfirmationState.PENDING,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.checkpoints import Checkpoint
@@ -46,6 +47,7 @@ def confirmation_record(
         idempotency_key=IdempotencyKey(row.idempotency_key),
         tool=row.tool,
         payload=row.payload,
+        payload_digest=row.payload_digest,
         state=ConfirmationState(row.state),
         context=row.context,
         decided_by=row.decided_by,
@@ -171,6 +173,29 @@ class FakeReads:
     ) -> ConfirmationRecord | None:
         row = self._t.confirmations.get((tenant_id, confirmation_id))
         return None if row is None else confirmation_record(self._t, row, self._now)
+
+    async def run_confirmations(
+        self, tenant_id: TenantId, run_id: RunId, state: ConfirmationState, limit: int
+    ) -> list[ConfirmationRecord]:
+        rows = sorted(
+            (
+                row
+                for (tenant, _), row in self._t.confirmations.items()
+                if (tenant, row.run_id, row.state) == (tenant_id, run_id, state.value)
+            ),
+            key=lambda row: (row.created_at, row.confirmation_id),
+        )
+        return [confirmation_record(self._t, row) for row in rows[:limit]]
+
+    async def payloads(
+        self, tenant_id: TenantId, run_id: RunId, causal_ids: Sequence[str]
+    ) -> dict[str, Any]:
+        wanted = set(causal_ids)
+        return {
+            causal: d.payload
+            for (tenant, run, causal), d in self._t.decisions.items()
+            if (tenant, run) == (tenant_id, run_id) and causal in wanted
+        }
 
     async def confirmations(
         self, tenant_id: TenantId, state: ConfirmationState | None, limit: int, after: str | None
