@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from tests.support.console import sign_in, text_of
+from tests.support.console import browser_on, sign_in, text_of
 from tests.support.http import Api, serve_api
 
 SECRET = "4111-1111-1111-1111"
@@ -28,8 +28,7 @@ async def api(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> As
 
 @pytest.fixture
 async def browser(api: Api) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=api.app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://arvis.test") as client:
+    async with browser_on(api.app) as client:
         yield client
 
 
@@ -129,9 +128,7 @@ async def test_the_navigation_shows_only_what_the_roles_allow(
     assert 'href="/console/runs"' not in page
     assert 'href="/console/keys"' not in page
     await browser.post("/console/sign-out", data={"csrf_token": ""})
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=api.app), base_url="http://arvis.test"
-    ) as auditor:
+    async with browser_on(api.app) as auditor:
         await sign_in(auditor, api.tokens["acme:auditor"])
         page = (await auditor.get("/console/runs")).text
         assert 'href="/console/runs"' in page

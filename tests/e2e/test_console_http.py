@@ -12,7 +12,7 @@ import pytest
 from arvis.domain.apikeys import parse_token
 from arvis.store.database import PgStore
 from arvis.store.keys import PgKeyStore
-from tests.support.console import hidden, sign_in, text_of
+from tests.support.console import browser_on, hidden, sign_in, text_of
 from tests.support.http import Api, serve_api
 from tests.support.lifecycle import Harness, crash_during_dispatch, make_harness
 from tests.support.unsuretools import RUNS
@@ -47,8 +47,7 @@ async def api(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> As
 @pytest.fixture
 async def browser(api: Api) -> AsyncIterator[httpx.AsyncClient]:
     """A client of its own cookie jar on the same app: one browser."""
-    transport = httpx.ASGITransport(app=api.app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://arvis.test") as client:
+    async with browser_on(api.app) as client:
         yield client
 
 
