@@ -13,6 +13,7 @@ from typing import Any
 
 from arvis.domain.boundary import UNCERTAIN_BOUNDARIES, EffectBoundary
 from arvis.domain.definitions import ToolDefinition
+from arvis.domain.errors import PayloadError
 from arvis.domain.journal import (
     ConsentArtifact,
     ExecutionArtifact,
@@ -22,6 +23,7 @@ from arvis.domain.journal import (
     body_dict,
 )
 from arvis.domain.payload import freeze_payload
+from arvis.domain.redaction import REDACTED
 from arvis.lifecycle.records import ConfirmationRecord, JournalEntry
 
 
@@ -92,6 +94,9 @@ class EntryRow:
     """Which policy decided, by id, as the entry's snapshot records it."""
     arguments: str | None = None
     """The decision's frozen arguments as stored (redacted fields as their digests)."""
+    arguments_check: str | None = None
+    """Whether the arguments shown are those the entry's digest names: ``matches``,
+    ``redacted`` (not checkable in clear), or ``differs`` (the decision row was changed)."""
 
 
 STATE_WORDS = {
@@ -200,11 +205,25 @@ def timeline(
         found = (arguments or {}).get(row.entry.causal_id)
         if found is not None and row.entry.kind in ("execution", "refusal", "recovery"):
             row.arguments = pretty(found)
+            row.arguments_check = _check_arguments(found, row.entry.body.get("payload_digest"))
     by_position = {row.entry.position: row for row in rows}
     for row in rows:
         if row.resolves is not None and row.resolves in by_position:
             by_position[row.resolves].resolved_by = row
     return rows
+
+
+def _check_arguments(stored: Any, digest: Any) -> str | None:
+    """The stored arguments against the digest the chain keeps: the decisions row is not
+    part of the chain, so the page says whether what it shows is what was decided."""
+    if not isinstance(digest, str):
+        return None
+    try:
+        if freeze_payload(stored).digest == digest:
+            return "matches"
+    except PayloadError:
+        return "differs"
+    return "redacted" if REDACTED in json.dumps(stored) else "differs"
 
 
 @dataclass

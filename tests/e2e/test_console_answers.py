@@ -74,6 +74,14 @@ async def test_an_entry_shows_its_arguments_caller_duration_and_policy(
     await sign_in(browser, api.tokens["acme:auditor"])
     page = text_of((await browser.get("/console/runs/run-args")).text)
     assert '"greeting": "hello there"' in page
+    assert "These are the arguments the entry's payload digest names." in page
+    # The decisions row is not part of the chain: a changed one is called out.
+    api.sql(
+        "UPDATE decisions SET payload = '{\"greeting\": \"forged\"}'::jsonb"
+        " WHERE run_id = 'run-args' AND causal_id = 'c'"
+    )
+    forged = text_of((await browser.get("/console/runs/run-args")).text)
+    assert "These arguments are not the ones the entry's digest names" in forged
     key_id = api.tokens["acme:agent"].split("_")[1]
     assert f"by agent-of-acme (key {key_id})" in page
     assert " ms " in page or " s " in page
@@ -116,6 +124,7 @@ async def test_redacted_fields_are_stored_as_their_digest_and_the_run_still_veri
     page = text_of((await browser.get("/console/runs/run-card")).text)
     assert '"$redacted": "sha256:' in page
     assert '"path": "pay.txt"' in page
+    assert "are shown as their SHA-256" in page
     assert SECRET not in page
 
 
