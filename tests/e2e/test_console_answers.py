@@ -77,7 +77,7 @@ async def test_an_entry_shows_its_arguments_caller_duration_and_policy(
     assert "These are the arguments the entry's payload digest names." in page
     # The decisions row is not part of the chain: a changed one is called out.
     api.sql(
-        "UPDATE decisions SET payload = '{\"greeting\": \"forged\"}'::jsonb"
+        'UPDATE decisions SET payload = \'{"greeting": "forged"}\'::jsonb'
         " WHERE run_id = 'run-args' AND causal_id = 'c'"
     )
     forged = text_of((await browser.get("/console/runs/run-args")).text)
