@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
+from tests.support.cedar import write_policies
 from tests.support.console import browser_on, sign_in, text_of
 from tests.support.http import Api, serve_api
 
@@ -189,3 +190,35 @@ async def test_the_keys_page_says_active_or_revoked_marks_mine_and_asks_before_r
     words = text_of((await browser.get("/console/keys")).text)
     row = words[words.index(other) :]
     assert row.split(" active ")[0].count("revoked") >= 1
+
+
+CEDAR = """
+[policy]
+engine = "cedar"
+policies = "policies/*.cedar"
+"""
+POLICIES = {
+    "main.cedar": (
+        '@id("everyone-may-echo")\n'
+        'permit (principal, action, resource == Arvis::Tool::"echo");\n'
+        '@id("no-file-writes")\n'
+        'forbid (principal, action, resource == Arvis::Tool::"files.write");\n'
+    )
+}
+
+
+async def test_the_deciding_policy_ids_are_on_the_timeline(
+    database_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    data = write_policies(tmp_path_factory.mktemp("arvis-console-cedar"), POLICIES)
+    async with serve_api(database_url, data, config=CEDAR) as api, browser_on(api.app) as browser:
+        ran = await api.syscall("echo", {"n": 1}, run_id="run-cedar", causal_id="c-1")
+        assert ran.json()["outcome"] == "executed", ran.text
+        refused = await api.syscall(
+            "files.write", {"path": "x.txt", "content": "x"}, run_id="run-cedar", causal_id="c-2"
+        )
+        assert refused.json()["outcome"] == "refused", refused.text
+        await sign_in(browser, api.tokens["acme:auditor"])
+        page = text_of((await browser.get("/console/runs/run-cedar")).text)
+        assert "everyone-may-echo (cedar" in page
+        assert "no-file-writes (cedar" in page
