@@ -127,7 +127,8 @@ class ApiKeysOut(_Out):
     keys: list[ApiKeyOut]
 
 
-class ApiKeyCreated(_Out):
-    key: ApiKeyOut
+class ApiKeyCreated(ApiKeyOut):
+    """The new key, and its token."""
+
     token: str
     """The key's secret, shown in this answer only; ARVIS keeps its hash."""

@@ -172,7 +172,7 @@ async def test_the_keys_page_says_active_or_revoked_marks_mine_and_asks_before_r
         json={"principal": "to-revoke", "roles": ["agent"]},
         headers=api.auth("acme:admin"),
     )
-    other = made.json()["key"]["key_id"]
+    other = made.json()["key_id"]
     await api.client.get("/v1/tools", headers={"Authorization": f"Bearer {made.json()['token']}"})
     await api.app.state.kernel.keys.settle_touches()
     csrf = await sign_in(browser, api.tokens["acme:admin"])

@@ -58,7 +58,7 @@ async def create_key(
         identity.tenant_id, body.principal, body.roles, body.groups
     )
     response.headers["Cache-Control"] = "no-store"
-    return ApiKeyCreated(key=key_out(record), token=issued.token)
+    return ApiKeyCreated(**key_out(record).model_dump(), token=issued.token)
 
 
 @router.post(
@@ -67,10 +67,11 @@ async def create_key(
     responses=problem_responses(401, 403, 404, 422, 503),
 )
 async def revoke_key(key_id: KeyIdPath, identity: AdminIdentity, kernel: KernelDep) -> ApiKeyOut:
-    """Revoke a live key of the tenant: requests and console sessions with it stop at
-    once. A key of another tenant, an unknown or an already revoked key: 404."""
-    if not await kernel.keys.revoke(key_id, identity.tenant_id):
-        raise NotFound(f"no live key {key_id}")
+    """Revoke a key of the tenant: requests and console sessions with it stop at once.
+    Revoking a revoked key changes nothing and answers it as it is (a client may repeat
+    the call); a key of another tenant, or none: 404."""
+    await kernel.keys.revoke(key_id, identity.tenant_id)
     record = await kernel.keys.get(key_id)
-    assert record is not None
+    if record is None or record.tenant_id != identity.tenant_id:
+        raise NotFound(f"no key {key_id}")
     return key_out(record)
