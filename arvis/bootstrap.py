@@ -26,6 +26,7 @@ from arvis.config import Environment, Settings, load_file_config, load_settings
 from arvis.deployment import LoadedTools, load_audit_sink, load_tools, parse_audit_config
 from arvis.domain.clock import Clock
 from arvis.domain.ids import InstanceId
+from arvis.domain.redaction import Redaction
 from arvis.evidence.export import BundleExporter
 from arvis.evidence.setup import load_evidence
 from arvis.evidence.witness import FileWitness
@@ -110,6 +111,7 @@ def compose_lifecycle(
     append_observers: Sequence[Callable[[JournalEntry], None]] = (),
     plan_store: PgPlanStore | None = None,
     checkpoints: PgCheckpoints | None = None,
+    redaction: Redaction | None = None,
 ) -> Lifecycle:
     """Wire the lifecycle of DESIGN §2 around a store and a tool set.
 
@@ -127,6 +129,7 @@ def compose_lifecycle(
     with (issue 23). ``append_observers`` are told, with the witness, of every entry
     appended (the checkpointer): the one place the store learns who listens.
     ``plan_store`` and ``checkpoints`` are the kernel's (default: new ones on ``store``).
+    ``redaction`` names the payload fields never stored in clear (``[journal] redact``).
     """
     clock = clock or SystemClock()
     instance_id = instance_id or new_instance_id()
@@ -165,6 +168,7 @@ def compose_lifecycle(
         clock=clock,
         confirmation_ttl_s=confirmation_ttl.total_seconds(),
         evidence=evidence,
+        redaction=redaction or Redaction(),
     )
     handler = SyscallHandler(
         admission=admission,
@@ -227,6 +231,7 @@ async def build_kernel(
         notifications = load_notifications(file_config.notify, os.environ)
         slack = load_slack(file_config.slack, os.environ)
         audit = parse_audit_config(file_config.audit)
+        redaction = Redaction.from_section(file_config.journal)
         evidence = load_evidence(
             settings.signing_key_file, audit.checkpoints, audit.witness, settings.config_dir, http
         )
@@ -287,6 +292,7 @@ async def build_kernel(
         append_observers=() if checkpointer is None else (checkpointer.note,),
         plan_store=plan_store,
         checkpoints=checkpoints,
+        redaction=redaction,
     )
     outbox = PgOutbox(store.engine)
     approvals = None

@@ -126,6 +126,8 @@ class FileConfig(BaseModel):
     slack: dict[str, Any] = Field(default_factory=dict)
     """``[slack]``: approvals in Slack (arvis.slack.config validates it)."""
     telemetry: dict[str, Any] = Field(default_factory=dict)
+    journal: dict[str, Any] = Field(default_factory=dict)
+    """``[journal]``: arvis.domain.redaction validates it (``redact``)."""
     budgets: list[dict[str, Any]] = Field(default_factory=list)
     """``[[budgets]]``: arvis.lifecycle.policy.budgets validates each entry."""
 

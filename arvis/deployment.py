@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from arvis.config import FileConfig, Settings, load_file_config, load_object
 from arvis.domain.errors import ArvisError, ConfigurationError
+from arvis.domain.redaction import Redaction
 from arvis.domain.sections import parse_section
 from arvis.evidence.setup import load_evidence
 from arvis.lifecycle.consent.notify import load_notifications
@@ -147,6 +148,7 @@ def check_file(settings: Settings) -> FileConfig:
     parse_budgets_config(file_config.budgets)
     parse_confirmations_config(file_config.confirmations)
     parse_reconcile_config(file_config.reconcile)
+    Redaction.from_section(file_config.journal)
     load_notifications(file_config.notify, os.environ)
     load_slack(file_config.slack, os.environ)
     telemetry_settings(file_config.telemetry, os.environ)

@@ -159,6 +159,7 @@ class Kernel:
             # show those entries as not witnessed.
             await feed.drain(self.settings.shutdown_grace_s)
             feed.abandon()
+        await self.keys.settle_touches()
         await self.resources.aclose()
         if self.tracing is not None:
             # Flushing may wait on the collector: never on the event loop.

@@ -94,3 +94,28 @@ class ResolutionOut(wire.Resolution):
     consent: ConsentRoundOut | None = None
     """The consent's new round, when the attempt ran under consent and is resolved as
     not started (else null: the resolution leaves every consent as it is)."""
+
+
+class RunOut(wire.RunInfo):
+    """One run of the tenant."""
+
+
+class RunsOut(_Out):
+    runs: list[RunOut]
+    next_cursor: str | None
+    """Pass as ``cursor`` for the next (older) page; null on the last page."""
+
+
+class ApiKeyOut(wire.ApiKeyInfo):
+    """One API key of the tenant (no secret)."""
+
+
+class ApiKeysOut(_Out):
+    keys: list[ApiKeyOut]
+
+
+class ApiKeyCreated(ApiKeyOut):
+    """The new key, and its token."""
+
+    token: str
+    """The key's secret, shown in this answer only; ARVIS keeps its hash."""

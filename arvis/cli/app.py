@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from arvis import __version__
-from arvis.cli import evidence, operators, runs, serve, serveturn, turn
+from arvis.cli import evidence, operators, runlist, runs, serve, serveturn, turn
 from arvis.cli.keys import keys_app
 from arvis.cli.policy import policy_app
 from arvis.cli.recover import recover
@@ -28,6 +28,7 @@ app.add_typer(keys_app, name="keys")
 app.command("export")(evidence.export)
 app.add_typer(policy_app, name="policy")
 runs.register(app)
+app.command("runs")(runlist.runs)
 operators.register(app)
 app.command("recover")(recover)
 app.command("turn")(turn.turn)

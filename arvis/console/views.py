@@ -13,6 +13,7 @@ from typing import Any
 
 from arvis.domain.boundary import UNCERTAIN_BOUNDARIES, EffectBoundary
 from arvis.domain.definitions import ToolDefinition
+from arvis.domain.errors import PayloadError
 from arvis.domain.journal import (
     ConsentArtifact,
     ExecutionArtifact,
@@ -22,6 +23,7 @@ from arvis.domain.journal import (
     body_dict,
 )
 from arvis.domain.payload import freeze_payload
+from arvis.domain.redaction import REDACTED
 from arvis.lifecycle.records import ConfirmationRecord, JournalEntry
 
 
@@ -84,6 +86,58 @@ class EntryRow:
     resolved_by: EntryRow | None = None
     """For an uncertain entry: the resolution entry beside it, once there is one."""
     problem_code: str | None = None
+    caller: str | None = None
+    """Whose call or decision it was (principal, and key when it was one)."""
+    duration: str | None = None
+    """For an attempt: from admission (the capability's mint) to its entry."""
+    policy: str | None = None
+    """Which policy decided, by id, as the entry's snapshot records it."""
+    arguments: str | None = None
+    """The decision's frozen arguments as stored (redacted fields as their digests)."""
+    arguments_check: str | None = None
+    """Whether the arguments shown are those the entry's digest names: ``matches``,
+    ``redacted`` (not checkable in clear), or ``differs`` (the decision row was changed)."""
+
+
+STATE_WORDS = {
+    "PENDING": "waiting",
+    "APPROVED": "approved",
+    "RESERVED": "in use",
+    "CONSUMED": "used",
+    "DENIED": "denied",
+    "EXPIRED": "expired",
+}
+"""A confirmation's state in words: CONSUMED beside APPROVED is jargon (issue 27)."""
+
+
+def duration_text(seconds: float) -> str:
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    return f"{seconds / 60:.0f} min"
+
+
+def _who(principal: str, key_id: str | None) -> str:
+    return principal if key_id is None else f"{principal} (key {key_id})"
+
+
+def _policy_text(engine: str | None, version: str | None, ids: tuple[str, ...]) -> str | None:
+    if not ids and engine is None:
+        return None
+    named = ", ".join(ids) if ids else "no rule id recorded"
+    return f"{named} ({engine or 'policy'} {version or ''})".replace(" )", ")")
+
+
+def _attempted(row: EntryRow, artifact: ExecutionArtifact | RecoveryArtifact) -> None:
+    if artifact.context is not None:
+        row.caller = _who(artifact.context.principal_id, artifact.context.key_id)
+    if artifact.capability is not None:
+        spent = row.entry.recorded_at - artifact.capability.minted_at
+        row.duration = duration_text(max(spent.total_seconds(), 0.0))
+    if artifact.policy is not None:
+        p = artifact.policy
+        row.policy = _policy_text(p.engine, p.version, p.policy_ids)
 
 
 def entry_row(entry: JournalEntry) -> EntryRow:
@@ -97,6 +151,8 @@ def entry_row(entry: JournalEntry) -> EntryRow:
         body_json=pretty(body_dict(entry.body_text)),
         uncertain=entry.boundary in UNCERTAIN and entry.kind in ("execution", "recovery"),
     )
+    if isinstance(artifact, ExecutionArtifact | RecoveryArtifact):
+        _attempted(row, artifact)
     if isinstance(artifact, ExecutionArtifact):
         row.outcome = "executed"
         if artifact.problem is not None:
@@ -108,6 +164,9 @@ def entry_row(entry: JournalEntry) -> EntryRow:
     elif isinstance(artifact, RefusalArtifact):
         row.outcome = f"refused: {artifact.reason.value}"
         row.detail = artifact.detail
+        row.caller = artifact.principal_id
+        denial = artifact.denial
+        row.policy = _policy_text(denial.policy_engine, denial.policy_version, denial.policy_ids)
         row.result_label, row.result_json = (
             "Denial",
             pretty(artifact.denial.model_dump(mode="json")),
@@ -120,6 +179,7 @@ def entry_row(entry: JournalEntry) -> EntryRow:
         decision = artifact.decision.value.lower()
         row.outcome = f"consent {decision}"
         who = artifact.decided_by.principal_id
+        row.caller = _who(who, artifact.decided_by.key_id) + f", asked by {artifact.requested_by}"
         progress = (
             f" ({artifact.approvals} of {artifact.quorum})"
             if artifact.quorum is not None and artifact.quorum > 1
@@ -130,18 +190,40 @@ def entry_row(entry: JournalEntry) -> EntryRow:
         resolved = BOUNDARIES[artifact.boundary.value]
         row.outcome = f"resolved as {resolved.name}"
         row.resolves = artifact.resolves.position
+        row.caller = _who(artifact.resolved_by.principal_id, artifact.resolved_by.key_id)
         row.detail = f"by {artifact.resolved_by.principal_id}: {artifact.evidence}"
     return row
 
 
-def timeline(entries: list[JournalEntry]) -> list[EntryRow]:
-    """The rows in chain order, each resolution set beside the entry it resolves."""
+def timeline(
+    entries: list[JournalEntry], arguments: dict[str, Any] | None = None
+) -> list[EntryRow]:
+    """The rows in chain order, each resolution set beside the entry it resolves, and
+    each attempt with its decision's frozen arguments (``arguments`` by causal id)."""
     rows = [entry_row(entry) for entry in entries]
+    for row in rows:
+        found = (arguments or {}).get(row.entry.causal_id)
+        if found is not None and row.entry.kind in ("execution", "refusal", "recovery"):
+            row.arguments = pretty(found)
+            row.arguments_check = _check_arguments(found, row.entry.body.get("payload_digest"))
     by_position = {row.entry.position: row for row in rows}
     for row in rows:
         if row.resolves is not None and row.resolves in by_position:
             by_position[row.resolves].resolved_by = row
     return rows
+
+
+def _check_arguments(stored: Any, digest: Any) -> str | None:
+    """The stored arguments against the digest the chain keeps: the decisions row is not
+    part of the chain, so the page says whether what it shows is what was decided."""
+    if not isinstance(digest, str):
+        return None
+    try:
+        if freeze_payload(stored).digest == digest:
+            return "matches"
+    except PayloadError:
+        return "differs"
+    return "redacted" if REDACTED in json.dumps(stored) else "differs"
 
 
 @dataclass
@@ -170,8 +252,9 @@ def confirmation_view(
     return ConfirmationView(
         record=record,
         arguments=pretty(record.payload),
-        # The same canonicalisation the syscall froze the payload with: the same digest.
-        digest=freeze_payload(record.payload).digest,
+        # The digest the syscall froze the payload with (a redacted payload is stored
+        # without its clear fields, so it is not recomputed from what is stored).
+        digest=record.payload_digest or freeze_payload(record.payload).digest,
         effect=None if definition is None else definition.effect.value,
         replay_safety=None if definition is None else definition.replay_safety.value,
         approvers=[a.principal_id for a in record.approvals],

@@ -28,6 +28,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from arvis.console.views import STATE_WORDS
 from arvis.domain.errors import ArvisError
 from arvis.web.problems import STATUS_BY_CODE, TITLES
 
@@ -69,6 +70,7 @@ templates = Environment(
 templates.filters["when"] = _when
 templates.filters["iso"] = _iso
 templates.filters["urlpart"] = lambda value: quote(str(value), safe="")
+templates.filters["state_word"] = lambda state: STATE_WORDS.get(str(state), str(state).lower())
 
 
 class SignInRequired(Exception):

@@ -70,6 +70,8 @@ class ApiKeyRecord:
     revoked_at: datetime | None
     groups: tuple[str, ...] = ()
     """Approver groups (revision 0006)."""
+    last_used_at: datetime | None = None
+    """When it was last used, to within a minute (revision 0016); None: not since."""
 
     @property
     def revoked(self) -> bool:

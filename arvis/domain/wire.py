@@ -118,3 +118,46 @@ class Resolution(Wire):
     journal_position: int
     entry_hash: str
     recorded_at: datetime
+
+
+RunStatus: TypeAlias = Literal[
+    "audit_incomplete", "uncertain", "waiting_for_consent", "refused", "running"
+]
+
+
+class RunInfo(Wire):
+    """One run of a tenant as ``GET /v1/runs`` lists it."""
+
+    run_id: str
+    status: RunStatus
+    """What needs a person first: ``audit_incomplete``, ``uncertain`` (an uncertain
+    attempt not resolved), ``waiting_for_consent``, ``refused`` (its latest entry), or
+    ``running``."""
+    principal: str | None
+    """The principal the run is bound to."""
+    tools: list[str]
+    """The tools the run asked for."""
+    started_at: datetime
+    last_activity: datetime | None
+    entries: int
+    """Journal entries so far."""
+    waiting: int
+    """Confirmations waiting for consent."""
+    uncertain: int
+    """Uncertain attempts not resolved yet."""
+    audit_incomplete: bool
+
+
+class ApiKeyInfo(Wire):
+    """One API key as ``GET /v1/keys`` lists it: never its secret or its hash."""
+
+    key_id: str
+    tenant_id: str
+    principal: str
+    roles: list[str]
+    groups: list[str]
+    state: Literal["active", "revoked"]
+    created_at: datetime
+    revoked_at: datetime | None
+    last_used_at: datetime | None
+    """To within a minute; null when not used since it was recorded (revision 0016)."""

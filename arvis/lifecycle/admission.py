@@ -23,10 +23,12 @@ may have taken effect is refused ``plan_retired`` before anything is minted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from arvis.domain.authorization import DenialReason, PolicyRecord, policy_record
+from arvis.domain.canonical import canonical_bytes
 from arvis.domain.clock import Clock
 from arvis.domain.errors import SerializationConflict
 from arvis.domain.identity import Identity
@@ -41,6 +43,7 @@ from arvis.domain.ids import (
 from arvis.domain.intent import AuditReceipt, Intent
 from arvis.domain.journal import EXPIRED_REASON, STALE_REASON
 from arvis.domain.payload import FrozenEffectPayload
+from arvis.domain.redaction import Redaction
 from arvis.domain.states import ConfirmationState
 from arvis.lifecycle.authorization import ToolAuthorizationService, budget_refusal, needs_earlier
 from arvis.lifecycle.effects import not_dispatched
@@ -96,6 +99,11 @@ class Admitted:
     """The policy that authorized it and the ids that decided, for its journal entry."""
 
 
+REDACTED_SCHEMA_DETAIL = (
+    "payload does not match the input schema (its message is not kept: [journal] redact is on)"
+)
+
+
 @dataclass(eq=False, kw_only=True)
 class AdmissionService:
     store: LifecycleStore
@@ -107,6 +115,16 @@ class AdmissionService:
     evidence: EvidenceService | None = None
     """Checks what a deduplicated answer serves (issue 23); None: nothing but the
     entry's own hash."""
+    redaction: Redaction = field(default_factory=Redaction)
+    """Payload fields kept as their digest wherever the arguments are stored (issue 27)."""
+
+    def _kept(self, payload: FrozenEffectPayload) -> tuple[Any, str]:
+        """The arguments as the record keeps them, and their text: the frozen payload,
+        less what ``[journal] redact`` names (the digests stay the clear payload's)."""
+        if not self.redaction:
+            return payload.value, payload.canonical.decode()
+        kept = self.redaction.apply(payload.value)
+        return kept, canonical_bytes(kept).decode()
 
     async def admit(
         self,
@@ -222,7 +240,7 @@ class AdmissionService:
             Admission(
                 intent=intent,
                 commitment=commitment,
-                payload_text=request.payload.canonical.decode(),
+                payload_text=self._kept(request.payload)[1],
                 reserve=step.reserve,
                 receipt=declared,
                 policy=policy,
@@ -271,8 +289,12 @@ class AdmissionService:
             stale = step.denial.reason is DenialReason.APPROVAL_STALE
             append = expiry(step.expire, ids.recorded_at, STALE_REASON if stale else EXPIRED_REASON)
         else:
+            if self.redaction and step.denial.reason is DenialReason.PAYLOAD_INVALID:
+                # A schema's message may quote the value it refused: not in the record.
+                denial = step.denial.model_copy(update={"detail": REDACTED_SCHEMA_DETAIL})
+                step = replace(step, denial=denial)
             append = refusal_append(
-                request, step, request.payload.canonical.decode(), ids.recorded_at, ids.intent
+                request, step, self._kept(request.payload)[1], ids.recorded_at, ids.intent
             )
         answer = await self.store.journal(append)
         if answer.status in ("appended", "existing"):
@@ -291,6 +313,7 @@ class AdmissionService:
         context = step.context
         terms = step.terms
         ttl_s = self.confirmation_ttl_s
+        kept, kept_text = self._kept(request.payload)
         if terms is not None and terms.ttl_s is not None:
             ttl_s = terms.ttl_s
         record = ConfirmationRecord(
@@ -300,7 +323,7 @@ class AdmissionService:
             causal_id=context.causal_id,
             idempotency_key=request.idempotency_key,
             tool=request.tool,
-            payload=request.payload.value,
+            payload=kept,
             state=ConfirmationState.PENDING,
             context=context.model_dump(mode="json"),
             decided_by=None,
@@ -318,7 +341,7 @@ class AdmissionService:
                 confirmation=record,
                 plan_id=request.plan_id,
                 payload_digest=request.payload.digest,
-                payload_text=request.payload.canonical.decode(),
+                payload_text=kept_text,
             )
         )
         if answer.status == "created":

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from arvis.domain.checkpoints import Checkpoint
 from arvis.domain.ids import (
@@ -37,6 +37,7 @@ from arvis.lifecycle.records import (
     RunSummary,
     UncertainAttempt,
 )
+from arvis.lifecycle.runs import RunQuery
 from arvis.lifecycle.writes import (
     Admission,
     AdmitAnswer,
@@ -95,6 +96,19 @@ class LifecycleReads(Protocol):
         self, tenant_id: TenantId, state: ConfirmationState | None, limit: int, after: str | None
     ) -> list[ConfirmationRecord]: ...
 
+    async def run_confirmations(
+        self, tenant_id: TenantId, run_id: RunId, state: ConfirmationState, limit: int
+    ) -> list[ConfirmationRecord]:
+        """The run's confirmations in ``state``, oldest first."""
+        ...
+
+    async def payloads(
+        self, tenant_id: TenantId, run_id: RunId, causal_ids: Sequence[str]
+    ) -> dict[str, Any]:
+        """The frozen arguments the run's decisions keep, by causal id (as stored:
+        ``[journal] redact`` fields are their digests; None before revision 0005)."""
+        ...
+
     async def attempt_entry(
         self, tenant_id: TenantId, run_id: RunId, key: str, attempt: int
     ) -> JournalEntry | None:
@@ -113,11 +127,9 @@ class LifecycleReads(Protocol):
         """The used amounts of the tenant's rows in the given (budget, window start)s."""
         ...
 
-    async def runs(
-        self, tenant_id: TenantId, containing: str | None, limit: int, offset: int
-    ) -> tuple[list[RunSummary], int]:
-        """The tenant's runs whose id contains ``containing``, newest first, one page;
-        and how many there are in all."""
+    async def runs(self, tenant_id: TenantId, query: RunQuery) -> list[RunSummary]:
+        """The tenant's runs that ``query`` selects, newest first: up to one more than
+        ``query.limit`` (so the caller knows whether another page follows)."""
         ...
 
 

@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 from arvis.domain.attempt import AttemptKey
 from arvis.domain.boundary import EffectBoundary
@@ -93,6 +93,10 @@ class ConfirmationRecord:
     read_at: datetime | None = None
     """The database's clock when the store read this record (None: built, not read):
     expiry is judged by it (:func:`arvis.domain.states.consent_expired`)."""
+    payload_digest: str | None = None
+    """The frozen payload's digest (None: built, not read). ``payload`` is what the
+    record keeps: without the fields ``[journal] redact`` names, so its own digest
+    differs from this one when the rule applied."""
 
     @property
     def key(self) -> AttemptKey:
@@ -293,17 +297,27 @@ class BudgetUsage:
     used: Decimal
 
 
+RunStatus = Literal["audit_incomplete", "uncertain", "waiting_for_consent", "refused", "running"]
+"""What a list of runs calls a run, first what needs a person (:mod:`arvis.lifecycle.runs`)."""
+
+
 @dataclass(frozen=True, slots=True)
 class RunSummary:
-    """One run as a list of runs shows it (the operator console)."""
+    """One run as a list of runs shows it (``GET /v1/runs``, the console, ``arvis runs``)."""
 
     run_id: RunId
     created_at: datetime
     entries: int
     last_activity: datetime | None
-    """When its latest journal entry was recorded (None: nothing journaled yet)."""
+    """When the run last did something: its latest journal entry, or a decision asked
+    for since (a call waiting for consent journals nothing). None: nothing yet."""
     audit_incomplete: bool
     waiting: int
     """Confirmations of the run still waiting for consent (PENDING)."""
     uncertain: int
     """Uncertain attempts of the run not resolved yet."""
+    status: RunStatus = "running"
+    principal: str | None = None
+    """The principal the run is bound to."""
+    tools: tuple[str, ...] = ()
+    """The tools the run asked for, by name."""

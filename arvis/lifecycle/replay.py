@@ -13,18 +13,33 @@ one unbounded answer.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.identity import Identity
 from arvis.domain.ids import RunId, TenantId
 from arvis.domain.journal import JournalKind
+from arvis.domain.states import ConfirmationState
 from arvis.lifecycle.clock import SystemClock
 from arvis.lifecycle.errors import ChainBroken, NotFound, RunOfAnotherPrincipal
 from arvis.lifecycle.evidence.verify import EvidenceService
 from arvis.lifecycle.ports import LifecycleStore
-from arvis.lifecycle.records import ChainRow, JournalEntry, RunSummary
+from arvis.lifecycle.records import ChainRow, ConfirmationRecord, JournalEntry
 from arvis.lifecycle.results import SyscallResult, result_from_entry
+from arvis.lifecycle.runs import RunQuery, RunsPage, page_of
+
+MAX_PENDING_SHOWN = 100
+
+
+@dataclass(frozen=True, slots=True)
+class RunDetails:
+    pending: list[ConfirmationRecord]
+    """The run's confirmations still waiting for consent, oldest first."""
+    arguments: dict[str, Any]
+    """The frozen arguments by causal id, as stored (``[journal] redact`` applied)."""
+
 
 RESULT_KINDS = frozenset({"execution", "refusal", "recovery"})
 MAX_REPLAY_PAGE = 1000
@@ -191,9 +206,19 @@ class ReplayService:
                 raise NotFound(f"no run {run_id}")
             return await reads.page(tenant_id, run_id, after, limit)
 
-    async def runs(
-        self, tenant_id: TenantId, containing: str | None = None, limit: int = 50, offset: int = 0
-    ) -> tuple[list[RunSummary], int]:
-        """The tenant's runs, newest first, with their flags; and how many match in all."""
+    async def run_details(
+        self, tenant_id: TenantId, run_id: RunId, causal_ids: Sequence[str]
+    ) -> RunDetails:
+        """What a run's page shows beside its entries, in one snapshot: the calls waiting
+        for consent, and the frozen arguments of the decisions named (as stored)."""
         async with self.store.reading() as reads:
-            return await reads.runs(tenant_id, containing or None, limit, offset)
+            pending = await reads.run_confirmations(
+                tenant_id, run_id, ConfirmationState.PENDING, MAX_PENDING_SHOWN
+            )
+            wanted = {*causal_ids, *(c.causal_id for c in pending)}
+            return RunDetails(pending, await reads.payloads(tenant_id, run_id, sorted(wanted)))
+
+    async def runs(self, tenant_id: TenantId, query: RunQuery) -> RunsPage:
+        """One page of the tenant's runs, newest first, with their status and flags."""
+        async with self.store.reading() as reads:
+            return page_of(await reads.runs(tenant_id, query), query.limit)

@@ -15,6 +15,7 @@ from arvis.api.routes import (
     budgets,
     bundles,
     confirmations,
+    keys,
     resolutions,
     runs,
     syscalls,
@@ -110,7 +111,7 @@ def create_app(
         _serve_schema_to_keys(app)
     app.state.metrics = metrics
     install_problem_handlers(app)
-    for module in (syscalls, runs, resolutions, confirmations, system, budgets):
+    for module in (syscalls, runs, resolutions, confirmations, system, budgets, keys):
         app.include_router(module.router)
     app.include_router(run_checkpoints.router)
     app.include_router(bundles.router)

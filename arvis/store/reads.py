@@ -24,6 +24,7 @@ from arvis.lifecycle.records import (
     RunSummary,
     UncertainAttempt,
 )
+from arvis.lifecycle.runs import RunQuery
 
 _RUN = (
     "SELECT tenant_id, run_id, plan_id, journal_length, journal_head, audit_incomplete,"
@@ -68,7 +69,8 @@ APPROVALS = (
     " AND a.confirmation_id = {t}.confirmation_id AND a.round = {t}.round)"
 )
 CONFIRMATION_COLUMNS = (
-    "confirmation_id, tenant_id, run_id, causal_id, idempotency_key, tool, payload, state,"
+    "confirmation_id, tenant_id, run_id, causal_id, idempotency_key, tool, payload,"
+    " payload_digest, state,"
     " context, decided_by, decision_reason AS reason, decided_at, expires_at, created_at,"
     " approver_groups, quorum, definition_fingerprint, policy_digest, round, renewed_at,"
     # The database's clock with the record: expiry is judged by it (issue 24).
@@ -82,6 +84,16 @@ _CONFIRMATIONS = (
     f"SELECT {CONFIRMATION_COLUMNS} FROM confirmations WHERE tenant_id = %s"
     " AND (%s::text IS NULL OR state = %s) AND (%s::text IS NULL OR confirmation_id > %s)"
     " ORDER BY confirmation_id LIMIT %s"
+)
+# A run's confirmations of one state (the run page's "waiting for consent").
+_RUN_CONFIRMATIONS = (
+    f"SELECT {CONFIRMATION_COLUMNS} FROM confirmations WHERE tenant_id = %s AND run_id = %s"
+    " AND state = %s ORDER BY created_at, confirmation_id LIMIT %s"
+)
+# The frozen arguments each decision keeps (redacted as [journal] redact says).
+_PAYLOADS = (
+    "SELECT causal_id, payload FROM decisions WHERE tenant_id = %s AND run_id = %s"
+    " AND causal_id = ANY(%s)"
 )
 _ATTEMPT_ENTRY = (
     f"SELECT {_ENTRY_COLUMNS} FROM journal_entries WHERE idempotency_key = %s"
@@ -105,22 +117,64 @@ _UNCERTAIN = (
 T = TypeVar("T")
 
 
-# The last activity is the latest entry's time: position journal_length, by the key.
+# The list of runs (arvis.lifecycle.runs): the status is named here, in the order
+# that module's table gives, and filtered on with the last activity (the latest entry,
+# or a decision asked for since: a call waiting for consent journals nothing).
+_RUN_OF = "{t}.tenant_id = r.tenant_id AND {t}.run_id = r.run_id"
 _RUNS = (
+    "SELECT * FROM (SELECT s.*, CASE WHEN s.audit_incomplete THEN 'audit_incomplete'"
+    " WHEN s.uncertain > 0 THEN 'uncertain' WHEN s.waiting > 0 THEN 'waiting_for_consent'"
+    " WHEN s.last_kind = 'refusal' THEN 'refused' ELSE 'running' END AS status FROM ("
     "SELECT r.run_id, r.created_at, r.journal_length AS entries, r.audit_incomplete,"
-    " (SELECT e.recorded_at FROM journal_entries e WHERE e.tenant_id = r.tenant_id"
-    " AND e.run_id = r.run_id AND e.position = r.journal_length) AS last_activity,"
-    " (SELECT count(*) FROM confirmations c WHERE c.tenant_id = r.tenant_id"
-    " AND c.run_id = r.run_id AND c.state = 'PENDING') AS waiting,"
-    " (SELECT count(*) FROM resolutions u WHERE u.tenant_id = r.tenant_id"
-    " AND u.run_id = r.run_id AND u.boundary IS NULL) AS uncertain"
-    " FROM runs r WHERE r.tenant_id = %s AND (%s::text IS NULL OR strpos(r.run_id, %s) > 0)"
-    " ORDER BY r.created_at DESC, r.run_id LIMIT %s OFFSET %s"
+    " r.principal_id AS principal, l.kind AS last_kind,"
+    " greatest(r.created_at, l.recorded_at, (SELECT max(d.created_at) FROM decisions d"
+    f" WHERE {_RUN_OF.format(t='d')})) AS last_activity,"
+    f" (SELECT count(*) FROM confirmations c WHERE {_RUN_OF.format(t='c')}"
+    " AND c.state = 'PENDING') AS waiting,"
+    f" (SELECT count(*) FROM resolutions u WHERE {_RUN_OF.format(t='u')}"
+    " AND u.boundary IS NULL) AS uncertain,"
+    f" ARRAY(SELECT DISTINCT d.tool FROM decisions d WHERE {_RUN_OF.format(t='d')}"
+    " ORDER BY d.tool) AS tools"
+    " FROM runs r LEFT JOIN journal_entries l ON l.tenant_id = r.tenant_id"
+    " AND l.run_id = r.run_id AND l.position = r.journal_length"
+    " WHERE r.tenant_id = %(t)s AND (%(q)s::text IS NULL OR strpos(r.run_id, %(q)s) > 0)"
+    " AND (%(principal)s::text IS NULL OR r.principal_id = %(principal)s)"
+    f" AND (%(tool)s::text IS NULL OR EXISTS (SELECT 1 FROM decisions d"
+    f" WHERE {_RUN_OF.format(t='d')} AND d.tool = %(tool)s))"
+    " AND (%(started_after)s::timestamptz IS NULL OR r.created_at >= %(started_after)s)"
+    " AND (%(started_before)s::timestamptz IS NULL OR r.created_at < %(started_before)s)"
+    " AND (%(at)s::timestamptz IS NULL"
+    " OR (r.created_at, r.run_id) < (%(at)s::timestamptz, %(run)s::text))) s) f"
+    " WHERE (%(status)s::text IS NULL OR f.status = %(status)s)"
+    " AND (%(active_after)s::timestamptz IS NULL OR f.last_activity >= %(active_after)s)"
+    " AND (%(active_before)s::timestamptz IS NULL OR f.last_activity < %(active_before)s)"
+    " ORDER BY f.created_at DESC, f.run_id DESC LIMIT %(limit)s"
 )
-_RUN_COUNT = (
-    "SELECT count(*) AS n FROM runs WHERE tenant_id = %s"
-    " AND (%s::text IS NULL OR strpos(run_id, %s) > 0)"
-)
+
+
+def runs_parameters(query: RunQuery) -> dict[str, Any]:
+    """The list's parameters; one row more than the page, to know whether one follows."""
+    return {
+        "t": None,
+        "q": query.containing,
+        "principal": query.principal,
+        "tool": query.tool,
+        "status": query.status,
+        "started_after": query.started_after,
+        "started_before": query.started_before,
+        "active_after": query.active_after,
+        "active_before": query.active_before,
+        "at": None if query.after is None else query.after.created_at,
+        "run": None if query.after is None else query.after.run_id,
+        "limit": query.limit + 1,
+    }
+
+
+def run_summary(row: Mapping[str, Any]) -> RunSummary:
+    row = dict(row)
+    row.pop("last_kind")
+    row["tools"] = tuple(row["tools"] or ())
+    return RunSummary(**row)
 
 
 def uncertain_from(row: Mapping[str, Any]) -> UncertainAttempt:
@@ -187,6 +241,7 @@ def confirmation_from(row: Mapping[str, Any]) -> ConfirmationRecord:
         round=row.get("round") or 1,
         renewed_at=row.get("renewed_at"),
         read_at=row.get("read_at"),
+        payload_digest=row.get("payload_digest"),
     )
 
 
@@ -264,6 +319,20 @@ class PgReads:
         await cursor.execute(_CONFIRMATIONS, (tenant_id, wanted, wanted, after, after, limit))
         return [confirmation_from(row) for row in await cursor.fetchall()]
 
+    async def run_confirmations(
+        self, tenant_id: TenantId, run_id: RunId, state: ConfirmationState, limit: int
+    ) -> list[ConfirmationRecord]:
+        cursor = self._conn.cursor(row_factory=dict_row)
+        await cursor.execute(_RUN_CONFIRMATIONS, (tenant_id, run_id, state.value, limit))
+        return [confirmation_from(row) for row in await cursor.fetchall()]
+
+    async def payloads(
+        self, tenant_id: TenantId, run_id: RunId, causal_ids: Sequence[str]
+    ) -> dict[str, Any]:
+        cursor = self._conn.cursor(row_factory=tuple_row)
+        await cursor.execute(_PAYLOADS, (tenant_id, run_id, list(causal_ids)))
+        return {causal: payload for causal, payload in await cursor.fetchall()}
+
     async def attempt_entry(
         self, tenant_id: TenantId, run_id: RunId, key: str, attempt: int
     ) -> JournalEntry | None:
@@ -285,13 +354,7 @@ class PgReads:
         await cursor.execute(_BUDGET_USAGE, (names, starts, tenant_id))
         return [BudgetUsage(**row) for row in await cursor.fetchall()]
 
-    async def runs(
-        self, tenant_id: TenantId, containing: str | None, limit: int, offset: int
-    ) -> tuple[list[RunSummary], int]:
+    async def runs(self, tenant_id: TenantId, query: RunQuery) -> list[RunSummary]:
         cursor = self._conn.cursor(row_factory=dict_row)
-        await cursor.execute(_RUNS, (tenant_id, containing, containing, limit, offset))
-        found = [RunSummary(**row) for row in await cursor.fetchall()]
-        await cursor.execute(_RUN_COUNT, (tenant_id, containing, containing))
-        total = await cursor.fetchone()
-        assert total is not None
-        return found, int(total["n"])
+        await cursor.execute(_RUNS, {**runs_parameters(query), "t": tenant_id})
+        return [run_summary(row) for row in await cursor.fetchall()]

@@ -319,6 +319,9 @@ api_keys = Table(
     _at("revoked_at", required=False),
     # Approver groups (revision 0006): who may approve which tool (issue 16).
     _defaulted("groups", ARRAY(Text), "'{}'"),
+    # When the key was last used, to the minute (revision 0016): written off the
+    # request's path, at most once a minute per key (arvis.store.keys).
+    _at("last_used_at", required=False),
     PrimaryKeyConstraint("tenant_id", "key_id"),
     UniqueConstraint("key_id"),
     _tenant_check(),

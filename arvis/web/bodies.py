@@ -1,12 +1,15 @@
 """The operators' request bodies that more than one HTTP adapter reads: an approval
-or denial (the v1 routes and the console's forms) and a resolution of an uncertain
-attempt. One model each, so both ways in refuse the same input the same way."""
+or denial (the v1 routes and the console's forms), a resolution of an uncertain
+attempt, and a new API key. One model each, so both ways in refuse the same input the same way."""
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from arvis.domain.authorization import GROUP_PATTERN
+from arvis.domain.identity import Role
 
 
 def _storable_text(value: str) -> str:
@@ -44,3 +47,21 @@ class ResolveBody(BaseModel):
     """What the attempt did, as the resolver found out."""
     evidence: Annotated[str, Field(min_length=1, max_length=2000), AfterValidator(_storable_text)]
     """How the resolver knows (a ticket, a ledger line): journaled as given."""
+
+
+class KeyBody(BaseModel):
+    """Body of ``POST /v1/keys`` (and the console's form): a key of the caller's tenant."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    principal: Annotated[
+        str,
+        Field(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f\x7f]+$"),
+        AfterValidator(_storable_text),
+    ]
+    """Who uses the key (recorded in the journal): 1 to 128 printable characters."""
+    roles: Annotated[list[Role], Field(min_length=1, max_length=4)]
+    groups: Annotated[list[Annotated[str, Field(pattern=GROUP_PATTERN)]], Field(max_length=16)] = (
+        Field(default_factory=list)
+    )
+    """Approver groups (lowercase names: letters, digits, '.', '_', '-')."""

@@ -63,3 +63,24 @@ async def test_another_principal_never_replays_the_run_and_an_auditor_does(
     assert opener.ok, opener.raw
     assert auditor.ok, auditor.raw
     assert written in auditor.raw
+
+
+@pytest.mark.parametrize("entry", offering("runs"))
+async def test_the_list_of_runs_shows_a_tenants_runs_to_its_auditors_only(
+    deployment: Deployment, entry: EntryPoint
+) -> None:
+    run = f"listed-{entry.slug}"
+    opened = await HttpDriver(deployment).post(OPENER, run, "c1", "echo", {"n": 1})
+    assert opened.outcome == "executed", opened.raw
+    driver = entry.driver(deployment)
+
+    auditor = await driver.runs(AUDITOR, run)
+    assert auditor.ok, auditor.raw
+    assert [r["run_id"] for r in auditor.results] == [run]
+    other_tenant = await driver.runs("globex:auditor", run)
+    assert run not in [r["run_id"] for r in other_tenant.results], other_tenant.raw
+    if not entry.operator_reads:
+        # The opener's approver colleague holds no auditor role: nothing is listed.
+        approver = await driver.runs("acme:approver", run)
+        assert not approver.ok, approver.raw
+        assert run not in approver.raw

@@ -150,7 +150,7 @@ async def test_an_approver_approves_the_pending_append_and_the_re_post_runs(
     await shoot(page, "approvals")
 
     await card.get_by_role("button", name="Approve").click()
-    await expect(page.get_by_role("status")).to_contain_text("is now APPROVED")
+    await expect(page.get_by_role("status")).to_contain_text("is now approved")
     await expect(page.locator(f"#cnf-{cid}")).to_have_count(0)
 
     ran = await served.syscall("files.append", payload, "demo-run", "step-2")
@@ -162,7 +162,7 @@ async def test_an_approver_approves_the_pending_append_and_the_re_post_runs(
     await shoot(page, "confirmation")
     await page.goto(f"{served.url}/console/approvals")
     await page.get_by_role("link", name="Decided and expired").click()
-    await expect(page.locator(f"#cnf-{cid}")).to_contain_text("CONSUMED")
+    await expect(page.locator(f"#cnf-{cid}")).to_contain_text("used")
 
     # The walk-through's run, as an approver who is also an auditor (admin) sees it.
     await page.get_by_role("button", name="Sign out").click()
@@ -291,7 +291,55 @@ async def test_an_admin_resolves_an_uncertain_outcome_from_the_run_page(
     await page.get_by_role("button", name="Create key").click()
     token = await page.get_by_label("Token").input_value()
     assert token.startswith("arvis_k")
+    key_id = token.split("_")[1]
+    mine = page.locator("tr.mine")
+    await expect(mine).to_contain_text("your key")
+    row = page.locator("tr", has_text=key_id)
+    await expect(row).to_contain_text("active")
+    await expect(row).to_contain_text("never")
     await shoot(page, "keys")
+    # Revoking asks first: the button that revokes is behind a second click.
+    revoke = row.get_by_role("button", name=f"Revoke {key_id} (new-auditor)")
+    await expect(revoke).to_be_hidden()
+    await row.get_by_text("Revoke…").click()
+    await expect(row).to_contain_text("This cannot be undone.")
+    await revoke.click()
+    await expect(page.locator("tr", has_text=key_id)).to_contain_text("revoked")
+
+
+async def test_a_run_waiting_for_consent_says_so_and_links_to_its_approval(
+    page: Page, served: Served
+) -> None:
+    payload = {"path": "wait.txt", "line": "needs a yes"}
+    asked = await served.syscall("files.append", payload, "waiting-run", "step-1")
+    cid = asked["confirmation"]["id"]
+    await served.syscall("echo", {"before": "the wait"}, "waiting-run", "step-0")
+    await sign_in(page, served, "acme:admin")
+    await page.goto(f"{served.url}/console/runs?status=waiting_for_consent")
+    listed = page.locator("table.runs tr", has_text="waiting-run")
+    await expect(listed).to_contain_text("waiting for consent")
+    await expect(listed).to_contain_text("files.append")
+    await listed.get_by_role("link", name="waiting-run").click()
+    waiting = page.locator("section.waiting")
+    await expect(waiting).to_contain_text("files.append")
+    entry = page.locator("ol.timeline > li").first
+    await expect(entry).to_contain_text("agent-of-acme (key k")
+    await entry.locator("summary", has_text="Arguments").click()
+    await expect(entry.locator("pre.args")).to_contain_text('"before": "the wait"')
+    await shoot(page, "run-waiting")
+    await waiting.get_by_role("link", name=cid).click()
+    card = page.locator(f"#cnf-{cid}")
+    await expect(card).to_contain_text("needs a yes")
+    await card.get_by_role("link", name="waiting-run").click()
+    await expect(page.locator("section.waiting")).to_be_visible()
+
+
+async def test_an_approver_only_key_is_shown_no_runs(page: Page, served: Served) -> None:
+    await sign_in(page, served, "acme:approver")
+    nav = page.get_by_role("navigation", name="Console")
+    await expect(nav.get_by_role("link", name="Approvals")).to_be_visible()
+    await expect(nav.get_by_role("link", name="Runs")).to_have_count(0)
+    await expect(nav.get_by_role("link", name="Keys")).to_have_count(0)
 
 
 async def test_the_queue_reads_at_a_phone_width(browser: Browser, served: Served) -> None:

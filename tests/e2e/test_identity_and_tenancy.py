@@ -32,6 +32,10 @@ ROUTES: list[tuple[str, str, Any, set[str]]] = [
     # An agent may withdraw the confirmation it asked for (the service checks whose it is).
     ("POST", "/v1/confirmations/cnf_none/deny", None, {"approver", "agent"}),
     ("GET", "/metrics", None, {"admin"}),
+    ("GET", "/v1/runs", None, {"auditor"}),
+    ("GET", "/v1/keys", None, {"admin"}),
+    ("POST", "/v1/keys", {"principal": "made-by-test", "roles": ["agent"]}, {"admin"}),
+    ("POST", "/v1/keys/k0000000000000000/revoke", None, {"admin"}),
 ]
 ROUTE_IDS = [f"{m} {p}" for m, p, _, _ in ROUTES]
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx
 
@@ -35,3 +38,11 @@ async def sign_in(client: httpx.AsyncClient, token: str) -> str:
 def text_of(page: str) -> str:
     """A page's text as a reader sees it: tags dropped, entities decoded, spaces folded."""
     return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())
+
+
+@asynccontextmanager
+async def browser_on(app: Any) -> AsyncIterator[httpx.AsyncClient]:
+    """A client with a cookie jar of its own on ``app``: one browser."""
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://arvis.test") as client:
+        yield client

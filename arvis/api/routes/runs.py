@@ -1,22 +1,43 @@
-"""A run's journal, its verification and its replay. Another tenant's run is 404; another
-principal's run is 403 ``identity_mismatch`` to an agent's replay (auditors read them all)."""
+"""The tenant's runs; a run's journal, its verification and its replay. Another tenant's
+run is 404; another principal's run is 403 ``identity_mismatch`` to an agent's replay
+(auditors read them all)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
 
-from arvis.api.schemas import JournalEntryOut, JournalPage, ReplayOut, VerifyOut
+from arvis.api.schemas import JournalEntryOut, JournalPage, ReplayOut, RunOut, RunsOut, VerifyOut
 from arvis.domain.ids import ID_PATTERN, RunId
 from arvis.lifecycle.replay import MAX_REPLAY_PAGE
+from arvis.lifecycle.runs import MAX_RUNS_PAGE, summary_fields
 from arvis.web.identity import AuditorIdentity, KernelDep, ReplayIdentity, log_fields
 from arvis.web.problems import problem_responses
+from arvis.web.runs import RunFilters
 
 router = APIRouter(tags=["runs"])
 
 RunIdPath = Annotated[str, Path(pattern=ID_PATTERN, description="The run's id.")]
 MAX_PAGE = 1000
+
+
+@router.get("/v1/runs", response_model=RunsOut, responses=problem_responses(401, 403, 422, 503))
+async def list_runs(
+    identity: AuditorIdentity,
+    kernel: KernelDep,
+    filters: RunFilters,
+    limit: Annotated[int, Query(ge=1, le=MAX_RUNS_PAGE, description="Page size.")] = 50,
+) -> RunsOut:
+    """The tenant's runs, newest first, each with its status (what needs a person first:
+    ``audit_incomplete``, ``uncertain``, ``waiting_for_consent``, ``refused``,
+    ``running``), principal, tools, start and last activity; every filter holds at once,
+    and ``next_cursor`` pages on."""
+    page = await kernel.lifecycle.replay.runs(identity.tenant_id, replace(filters, limit=limit))
+    return RunsOut(
+        runs=[RunOut(**summary_fields(r)) for r in page.runs], next_cursor=page.next_cursor
+    )
 
 
 @router.get(

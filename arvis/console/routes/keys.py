@@ -1,30 +1,28 @@
 """API keys of the admin's tenant: list, create (the token shown once), revoke.
 
-The same store calls as ``arvis keys create|list|revoke``, limited to the tenant of
-the admin's own key.
+The same store calls as ``arvis keys create|list|revoke`` and ``/v1/keys``, with the
+body ``POST /v1/keys`` validates, limited to the tenant of the admin's own key.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import RedirectResponse, Response
+from pydantic import ValidationError
 
 from arvis.console.deps import Form, User, need
 from arvis.console.sessions import ConsoleUser
 from arvis.console.web import ConsoleRoute, render
-from arvis.domain.authorization import GROUP_PATTERN
 from arvis.domain.errors import ArvisError
 from arvis.domain.identity import ROLES
 from arvis.kernel import Kernel
 from arvis.lifecycle.errors import NotFound
+from arvis.web.bodies import KeyBody
 from arvis.web.identity import KernelDep
 
 router = APIRouter(route_class=ConsoleRoute)
-
-_PRINCIPAL = re.compile(r"^[^\x00-\x1f\x7f]{1,128}$")
 
 
 class KeyFormInvalid(ArvisError):
@@ -52,16 +50,20 @@ async def keys_page(request: Request, kernel: KernelDep, user: User) -> Response
 @router.post("/console/keys")
 async def create_key(request: Request, kernel: KernelDep, user: User, form: Form) -> Response:
     need(user, "admin")
-    principal = form.get("principal", "").strip()
-    if not _PRINCIPAL.fullmatch(principal):
-        raise KeyFormInvalid("a principal is 1 to 128 printable characters")
-    roles = [role for role in ROLES if form.get(f"role_{role}") == "on"]
-    if not roles:
-        raise KeyFormInvalid("choose at least one role")
-    groups = [g.strip() for g in form.get("groups", "").split(",") if g.strip()]
-    if len(groups) > 16 or not all(re.fullmatch(GROUP_PATTERN, g) for g in groups):
-        raise KeyFormInvalid("groups are lowercase names (letters, digits, '.', '_', '-')")
-    record, issued = await kernel.keys.create(user.identity.tenant_id, principal, roles, groups)
+    fields = {
+        "principal": form.get("principal", "").strip(),
+        "roles": [role for role in ROLES if form.get(f"role_{role}") == "on"],
+        "groups": [g.strip() for g in form.get("groups", "").split(",") if g.strip()],
+    }
+    try:
+        # The body POST /v1/keys validates, with its rules.
+        body = KeyBody.model_validate(fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise KeyFormInvalid(f"{first['loc'][0]}: {first['msg']}") from None
+    record, issued = await kernel.keys.create(
+        user.identity.tenant_id, body.principal, body.roles, body.groups
+    )
     # The token is on this answer only (no-store); the store keeps its hash.
     return await _page(request, kernel, user, {"record": record, "token": issued.token})
 

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
 from arvis.console.deps import Form, User, need
-from arvis.console.views import boundary_legend, timeline
+from arvis.console.views import boundary_legend, pretty, timeline
 from arvis.console.web import ConsoleRoute, render
 from arvis.domain.ids import ID_PATTERN, RunId
 from arvis.lifecycle.consent.resolution import RESOLVED_AS
+from arvis.lifecycle.runs import RUN_STATUSES
 from arvis.web.bodies import ResolveBody
 from arvis.web.identity import KernelDep
+from arvis.web.runs import RunFilters
 
 router = APIRouter(route_class=ConsoleRoute)
 
@@ -24,21 +28,29 @@ RunIdPath = Annotated[str, Path(pattern=ID_PATTERN)]
 
 @router.get("/console/runs")
 async def runs_page(
-    request: Request,
-    kernel: KernelDep,
-    user: User,
-    q: Annotated[str | None, Query(max_length=128)] = None,
-    page: Annotated[int, Query(ge=1, le=100_000)] = 1,
+    request: Request, kernel: KernelDep, user: User, filters: RunFilters
 ) -> Response:
     need(user, "auditor")
-    found, total = await kernel.lifecycle.replay.runs(
-        user.identity.tenant_id, q or None, RUNS_PAGE, (page - 1) * RUNS_PAGE
+    found = await kernel.lifecycle.replay.runs(
+        user.identity.tenant_id, replace(filters, limit=RUNS_PAGE)
     )
-    pages = max(1, -(-total // RUNS_PAGE))
+    # The filters stay on the pager's links; only the cursor changes.
+    kept = [(k, v) for k, v in request.query_params.multi_items() if k != "cursor" and v]
     return render(
         request,
         "runs.html",
-        {"user": user, "runs": found, "total": total, "q": q or "", "page": page, "pages": pages},
+        {
+            "user": user,
+            "runs": found.runs,
+            "f": request.query_params,
+            "filtered": bool(kept),
+            "statuses": RUN_STATUSES,
+            "first_url": "/console/runs?" + urlencode(kept),
+            "next_url": None
+            if found.next_cursor is None
+            else "/console/runs?" + urlencode([*kept, ("cursor", found.next_cursor)]),
+            "paged": filters.after is not None,
+        },
     )
 
 
@@ -47,12 +59,18 @@ async def _run_context(kernel: KernelDep, user: User, run_id: str, after: int) -
     # The same verification as GET /v1/runs/{id}/verify; another tenant's run is 404.
     report = await kernel.lifecycle.evidence.verify(tenant, RunId(run_id))
     entries = await kernel.lifecycle.replay.journal(tenant, RunId(run_id), after, TIMELINE_PAGE)
-    rows = timeline(entries)
+    details = await kernel.lifecycle.replay.run_details(
+        tenant, RunId(run_id), [e.causal_id for e in entries]
+    )
+    rows = timeline(entries, details.arguments)
     return {
         "user": user,
         "run_id": run_id,
         "report": report,
         "rows": rows,
+        "pending": [
+            (c, pretty(details.arguments.get(c.causal_id, c.payload))) for c in details.pending
+        ],
         "open_uncertain": [r for r in rows if r.uncertain and r.resolved_by is None],
         "legend": boundary_legend(),
         "after": after,

@@ -49,6 +49,7 @@ from arvis.lifecycle.journal import chain_hash, recomputes, recorded_text
 from arvis.lifecycle.policy.budgets import BudgetCharge
 from arvis.lifecycle.ports import LifecycleStore
 from arvis.lifecycle.records import ConfirmationRecord
+from arvis.lifecycle.runs import RunQuery
 from arvis.lifecycle.writes import (
     Admission,
     ApprovalStep,
@@ -724,9 +725,10 @@ async def test_the_runs_list_counts_waiting_and_uncertain(ops: LifecycleStore) -
     await ops.journal(settle(it, EffectBoundary.EFFECT_STATE_UNKNOWN, None))
     await ask_consent(ops, intent(run))
     async with ops.reading() as reads:
-        found, total = await reads.runs(T, run, 10, 0)
-    assert total == 1
-    assert [(r.run_id, r.entries, r.waiting, r.uncertain) for r in found] == [(run, 1, 1, 1)]
+        found = await reads.runs(T, RunQuery(limit=10, containing=run))
+    assert [(r.run_id, r.entries, r.waiting, r.uncertain, r.status) for r in found] == [
+        (run, 1, 1, 1, "uncertain")
+    ]
 
 
 # -- what is read back is what was written -------------------------------------
@@ -737,8 +739,10 @@ async def test_a_consent_reads_back_as_it_was_asked(ops: LifecycleStore) -> None
     asked = await ask_consent(ops, it, quorum=2)
     history = await ops.history(T, it.context.run_id, it.context.causal_id, it.idempotency_key)
     assert history.confirmation is not None
-    # Each read says when the database read it; everything else reads back as asked.
-    assert replace(history.confirmation, read_at=None) == replace(asked, read_at=None)
+    # Each read says when the database read it (and a listing the digest the payload
+    # was asked with, issue 27); everything else reads back as asked.
+    unread = {"read_at": None, "payload_digest": None}
+    assert replace(history.confirmation, **unread) == replace(asked, **unread)
     assert history.read_at is not None
     assert (asked.state, asked.quorum, asked.round, asked.approvals) == (
         ConfirmationState.PENDING,

@@ -1,7 +1,8 @@
 """ENTRY_POINTS: one row per way into ARVIS, each with a driver speaking it.
 
 A driver offers the operations its entry point has — ``post`` (a decision, as a
-principal, with run and causal ids), ``replay``, ``verify``, ``approve``, ``resolve`` —
+principal, with run and causal ids), ``replay``, ``verify``, ``approve``, ``resolve``,
+``runs`` (the tenant's list of runs) —
 and answers them normalised (:mod:`.answers`). The row says which it has, so a rule
 runs on every entry point that offers what the rule needs. A new entry point
 is one more row (and, if it speaks something new, one more driver class).
@@ -42,6 +43,7 @@ TURN_RUN = "turn-home"
 """The run the per-turn instance of a deployment serves."""
 RUN_ID, CAUSAL_ID = "arvis.dev/run_id", "arvis.dev/causal_id"
 _DATA_CODE = re.compile(r'data-code="([^"]+)"')
+_RUN_LINK = re.compile(r'<th scope="row"><a href="/console/runs/[^"]+">([^<]+)</a></th>')
 _CHAIN = re.compile(r'<p class="chain [^"]*"[^>]*>(.*?)</p>', re.S)
 
 
@@ -79,6 +81,11 @@ class Driver:
     async def resolve(
         self, who: str, run_id: str, key: str, attempt: int, as_: str, evidence: str
     ) -> Done:
+        raise NotImplementedError(self.name)
+
+    async def runs(self, who: str, containing: str) -> Done:
+        """The runs listed to ``who`` whose id contains ``containing`` (``results``: one
+        ``{"run_id": …}`` each)."""
         raise NotImplementedError(self.name)
 
     def base(self) -> str:
@@ -132,6 +139,14 @@ class HttpDriver(Driver):
     async def approve(self, who: str, confirmation_id: str) -> Done:
         path = f"/v1/confirmations/{confirmation_id}/approve"
         return done_from_http(await self._request("POST", path, who))
+
+    async def runs(self, who: str, containing: str) -> Done:
+        response = await self._request("GET", "/v1/runs", who, params={"q": containing})
+        done = done_from_http(response)
+        if not done.ok:
+            return done
+        found = [{"run_id": r["run_id"]} for r in response.json()["runs"]]
+        return Done(True, results=found, raw=response.text[:2000])
 
     async def resolve(
         self, who: str, run_id: str, key: str, attempt: int, as_: str, evidence: str
@@ -197,6 +212,16 @@ class ConsoleDriver(Driver):
     async def approve(self, who: str, confirmation_id: str) -> Done:
         return await self._form(who, f"/console/confirmations/{confirmation_id}/approve", {})
 
+    async def runs(self, who: str, containing: str) -> Done:
+        async with httpx.AsyncClient(base_url=self.deployment.url, timeout=60) as http:
+            await sign_in(http, self.deployment.tokens[who])
+            response = await http.get("/console/runs", params={"q": containing})
+        if response.status_code != 200:
+            found = _DATA_CODE.search(response.text)
+            return Done(False, found.group(1) if found else None, raw=f"{response.status_code}")
+        listed = [{"run_id": run} for run in _RUN_LINK.findall(response.text)]
+        return Done(True, results=listed, raw=response.text[:2000])
+
     async def resolve(
         self, who: str, run_id: str, key: str, attempt: int, as_: str, evidence: str
     ) -> Done:
@@ -218,6 +243,14 @@ class CliDriver(Driver):
         import json
 
         return Done(True, results=json.loads(ran.stdout), raw=ran.stdout[:2000])
+
+    async def runs(self, who: str, containing: str) -> Done:
+        tenant = self.deployment.tenant_of(who)
+        ran = await self.deployment.cli("runs", "--tenant", tenant, "--q", containing, "--json")
+        if ran.returncode != 0:
+            return Done(False, raw=ran.stderr)
+        found = [{"run_id": r["run_id"]} for r in json.loads(ran.stdout)["runs"]]
+        return Done(True, results=found, raw=ran.stdout[:2000])
 
     async def verify(self, who: str, run_id: str, **evidence: Path) -> Done:
         tenant = self.deployment.tenant_of(who)
@@ -329,10 +362,10 @@ def _ops(*names: str) -> frozenset[str]:
 
 
 ENTRY_POINTS: tuple[EntryPoint, ...] = (
-    EntryPoint("http", HttpDriver, _ops("post", "replay", "verify", "approve", "resolve")),
+    EntryPoint("http", HttpDriver, _ops("post", "replay", "verify", "approve", "resolve", "runs")),
     EntryPoint("mcp", McpDriver, _ops("post")),
-    EntryPoint("console", ConsoleDriver, _ops("approve", "resolve", "verify")),
-    EntryPoint("cli", CliDriver, _ops("replay", "verify", "resolve"), operator_reads=True),
+    EntryPoint("console", ConsoleDriver, _ops("approve", "resolve", "verify", "runs")),
+    EntryPoint("cli", CliDriver, _ops("replay", "verify", "resolve", "runs"), operator_reads=True),
     EntryPoint(
         "serve-turn/http",
         TurnHttpDriver,

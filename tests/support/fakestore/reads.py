@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.checkpoints import Checkpoint
@@ -19,10 +20,12 @@ from arvis.lifecycle.records import (
     ConfirmationRecord,
     JournalEntry,
     RunRecord,
+    RunStatus,
     RunSummary,
     UncertainAttempt,
 )
-from tests.support.fakestore.tables import ConfirmationRow, Tables
+from arvis.lifecycle.runs import RunQuery
+from tests.support.fakestore.tables import ConfirmationRow, RunRow, Tables
 
 
 def confirmation_record(
@@ -44,6 +47,7 @@ def confirmation_record(
         idempotency_key=IdempotencyKey(row.idempotency_key),
         tool=row.tool,
         payload=row.payload,
+        payload_digest=row.payload_digest,
         state=ConfirmationState(row.state),
         context=row.context,
         decided_by=row.decided_by,
@@ -170,6 +174,29 @@ class FakeReads:
         row = self._t.confirmations.get((tenant_id, confirmation_id))
         return None if row is None else confirmation_record(self._t, row, self._now)
 
+    async def run_confirmations(
+        self, tenant_id: TenantId, run_id: RunId, state: ConfirmationState, limit: int
+    ) -> list[ConfirmationRecord]:
+        rows = sorted(
+            (
+                row
+                for (tenant, _), row in self._t.confirmations.items()
+                if (tenant, row.run_id, row.state) == (tenant_id, run_id, state.value)
+            ),
+            key=lambda row: (row.created_at, row.confirmation_id),
+        )
+        return [confirmation_record(self._t, row) for row in rows[:limit]]
+
+    async def payloads(
+        self, tenant_id: TenantId, run_id: RunId, causal_ids: Sequence[str]
+    ) -> dict[str, Any]:
+        wanted = set(causal_ids)
+        return {
+            causal: d.payload
+            for (tenant, run, causal), d in self._t.decisions.items()
+            if (tenant, run) == (tenant_id, run_id) and causal in wanted
+        }
+
     async def confirmations(
         self, tenant_id: TenantId, state: ConfirmationState | None, limit: int, after: str | None
     ) -> list[ConfirmationRecord]:
@@ -212,38 +239,73 @@ class FakeReads:
         ]
         return sorted(rows, key=lambda u: (u.budget, u.scope_key))
 
-    async def runs(
-        self, tenant_id: TenantId, containing: str | None, limit: int, offset: int
-    ) -> tuple[list[RunSummary], int]:
+    async def runs(self, tenant_id: TenantId, query: RunQuery) -> list[RunSummary]:
         t = self._t
-        matching = sorted(
-            (
-                (run_id, row)
-                for (tenant, run_id), row in t.runs.items()
-                if tenant == tenant_id and (containing is None or containing in run_id)
-            ),
-            key=lambda item: (-item[1].created_at.timestamp(), item[0]),
+        found = [
+            self._summary(tenant_id, RunId(run_id), row)
+            for (tenant, run_id), row in t.runs.items()
+            if tenant == tenant_id
+        ]
+        wanted = [s for s in found if _selected(s, query)]
+        wanted.sort(key=lambda s: (s.created_at, s.run_id), reverse=True)
+        return wanted[: query.limit + 1]
+
+    def _summary(self, tenant_id: TenantId, run_id: RunId, row: RunRow) -> RunSummary:
+        t = self._t
+        last = t.entry(tenant_id, run_id, row.journal_length)
+        waiting = sum(
+            1
+            for c in t.confirmations.values()
+            if (c.tenant_id, c.run_id, c.state) == (tenant_id, run_id, "PENDING")
         )
-        found: list[RunSummary] = []
-        for run_id, row in matching[offset : offset + limit]:
-            last = t.entry(tenant_id, run_id, row.journal_length)
-            found.append(
-                RunSummary(
-                    run_id=RunId(run_id),
-                    created_at=row.created_at,
-                    entries=row.journal_length,
-                    last_activity=None if last is None else last.recorded_at,
-                    audit_incomplete=row.audit_incomplete,
-                    waiting=sum(
-                        1
-                        for c in t.confirmations.values()
-                        if (c.tenant_id, c.run_id, c.state) == (tenant_id, run_id, "PENDING")
-                    ),
-                    uncertain=sum(
-                        1
-                        for (tenant, _, _), r in t.resolutions.items()
-                        if tenant == tenant_id and r.run_id == run_id and r.boundary is None
-                    ),
+        uncertain = sum(
+            1
+            for (tenant, _, _), r in t.resolutions.items()
+            if tenant == tenant_id and r.run_id == run_id and r.boundary is None
+        )
+        status: RunStatus = "running"
+        if row.audit_incomplete:
+            status = "audit_incomplete"
+        elif uncertain:
+            status = "uncertain"
+        elif waiting:
+            status = "waiting_for_consent"
+        elif last is not None and last.kind == "refusal":
+            status = "refused"
+        return RunSummary(
+            run_id=run_id,
+            created_at=row.created_at,
+            entries=row.journal_length,
+            last_activity=row.created_at if last is None else max(row.created_at, last.recorded_at),
+            audit_incomplete=row.audit_incomplete,
+            waiting=waiting,
+            uncertain=uncertain,
+            status=status,
+            principal=row.principal_id,
+            tools=tuple(
+                sorted(
+                    {
+                        d.tool
+                        for (tn, rn, _), d in t.decisions.items()
+                        if (tn, rn) == (tenant_id, run_id)
+                    }
                 )
-            )
-        return found, len(matching)
+            ),
+        )
+
+
+def _selected(s: RunSummary, q: RunQuery) -> bool:
+    """The filters of PgReads.runs, on one summary."""
+    active = s.last_activity
+    checks = (
+        q.containing is None or q.containing in s.run_id,
+        q.status is None or s.status == q.status,
+        q.principal is None or s.principal == q.principal,
+        q.tool is None or q.tool in s.tools,
+        q.started_after is None or s.created_at >= q.started_after,
+        q.started_before is None or s.created_at < q.started_before,
+        q.active_after is None or (active is not None and active >= q.active_after),
+        q.active_before is None or (active is not None and active < q.active_before),
+        q.after is None or (s.created_at, s.run_id) < (q.after.created_at, q.after.run_id),
+    )
+    return all(checks)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.ids import RunId
+from arvis.lifecycle.runs import RunQuery
 from arvis.tools.base import ToolInvocation, ToolResult
 from tests.support.fakelifecycle import FakeHarness
 from tests.support.lifecycle import AGENT
@@ -71,5 +72,7 @@ async def test_an_unknown_outcome_is_left_open_for_a_resolution(harness: FakeHar
     harness.tools["write"].then_fail(effect_started=None, retryable=False)
     uncertain = await harness.execute("write", {"text": "z"}, causal_id="u")
     assert uncertain.boundary is EffectBoundary.EFFECT_STATE_UNKNOWN
-    runs, _ = await harness.lifecycle.replay.runs(AGENT.tenant_id, None, 10, 0)
-    assert [(r.run_id, r.uncertain) for r in runs] == [(harness.run_id, 1)]
+    page = await harness.lifecycle.replay.runs(AGENT.tenant_id, RunQuery(limit=10))
+    assert [(r.run_id, r.uncertain, r.status) for r in page.runs] == [
+        (harness.run_id, 1, "uncertain")
+    ]
