@@ -120,6 +120,8 @@ class FileConfig(BaseModel):
     notify: dict[str, Any] = Field(default_factory=dict)
     reconcile: dict[str, Any] = Field(default_factory=dict)
     telemetry: dict[str, Any] = Field(default_factory=dict)
+    auth: dict[str, Any] = Field(default_factory=dict)
+    """``[[auth.oidc]]``: arvis.identity.config validates it."""
     budgets: list[dict[str, Any]] = Field(default_factory=list)
     """``[[budgets]]``: arvis.lifecycle.policy.budgets validates each entry."""
 

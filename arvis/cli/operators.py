@@ -11,6 +11,7 @@ from arvis.cli.common import JsonFlag, fail, with_kernel
 from arvis.cli.output import emit_json, table
 from arvis.domain.ids import RunId
 from arvis.domain.journal import ResolutionArtifact
+from arvis.identity.errors import IdentityRefusal
 from arvis.kernel import Kernel
 from arvis.lifecycle.consent.resolution import RESOLVED_AS
 
@@ -33,7 +34,7 @@ def resolve(
     evidence: Annotated[str, typer.Option(help="How you know (journaled as given).")],
     json_out: JsonFlag = False,
 ) -> None:
-    """Resolve an uncertain attempt, as the principal of the API key in ARVIS_API_KEY.
+    """Resolve an uncertain attempt, as the principal of ARVIS_API_KEY (a key or a JWT).
 
     The key needs the approver (or admin) role; the tenant is the key's. The
     principal whose call it was may not resolve it (four eyes). Resolved as
@@ -46,12 +47,17 @@ def resolve(
         fail("--evidence must say how you know", 2)
     token = os.environ.get(API_KEY_VARIABLE, "")
     if not token:
-        fail(f"set {API_KEY_VARIABLE} to an approver's API key: the resolver is its principal", 2)
+        fail(
+            f"set {API_KEY_VARIABLE} to an approver's API key or token: the resolver is its"
+            " principal",
+            2,
+        )
 
     async def use(kernel: Kernel) -> dict[str, Any]:
-        identity = await kernel.keys.authenticated(token)
-        if identity is None:
-            fail(f"the key in {API_KEY_VARIABLE} is not a live API key")
+        try:
+            identity = await kernel.identities.authenticate(token)
+        except IdentityRefusal as refused:
+            fail(f"the credential in {API_KEY_VARIABLE} was refused ({refused.code}): {refused}")
         if not identity.has_role("approver"):
             fail("resolving needs a key with the approver or admin role")
         entry = await kernel.lifecycle.resolutions.resolve(

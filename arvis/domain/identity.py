@@ -8,10 +8,25 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from arvis.domain.ids import PrincipalId, TenantId
 
-AuthMethod = Literal["api_key", "development", "anonymous"]
+AuthMethod = Literal["api_key", "oidc", "development", "anonymous"]
 Role = Literal["agent", "approver", "auditor", "admin"]
 ROLES: tuple[Role, ...] = get_args(Role)
 """Every role, in the order they are listed and offered."""
+
+
+class Actor(BaseModel):
+    """The agent acting for a person (RFC 8693 ``act``, or an agent's API key presenting
+    the person's token): who actually called, when the principal is someone else."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    principal_id: PrincipalId = Field(min_length=1)
+    method: AuthMethod
+    key_id: str | None = None
+    """The agent's API key id, when it authenticated with one."""
+
+    def describe(self) -> str:
+        return self.principal_id if self.key_id is None else f"{self.principal_id} ({self.key_id})"
 
 
 class Identity(BaseModel):
@@ -30,7 +45,12 @@ class Identity(BaseModel):
     """The API key's public id; never its secret."""
     roles: tuple[Role, ...] = ()
     groups: tuple[str, ...] = ()
-    """Approver groups of the key (``arvis keys create --group``)."""
+    """Approver groups of the key (``arvis keys create --group``) or the token's claim."""
+    issuer: str | None = None
+    """The OpenID Connect issuer of a JWT principal (``method == "oidc"``)."""
+    actor: Actor | None = None
+    """The agent acting for this principal (a person), when one is; None: the principal
+    called itself."""
 
     def has_role(self, role: Role) -> bool:
         return role in self.roles or "admin" in self.roles
@@ -38,6 +58,10 @@ class Identity(BaseModel):
     def in_any_group(self, groups: tuple[str, ...]) -> bool:
         """True when ``groups`` is empty (no group is required) or names one of ours."""
         return not groups or any(group in self.groups for group in groups)
+
+    @property
+    def actor_id(self) -> PrincipalId | None:
+        return None if self.actor is None else self.actor.principal_id
 
     def same_principal(self, tenant_id: str, principal_id: str) -> bool:
         """True when this identity is the principal a sealed context names.

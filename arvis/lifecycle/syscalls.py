@@ -182,7 +182,7 @@ class SyscallHandler:
             raise RunNotServed(f"this instance serves the turn of run {self.served_run!r} only")
         if not self._admitting:
             raise ShuttingDown("this instance is shutting down; retry on another instance")
-        if self.production and identity.method != "api_key":
+        if self.production and identity.method not in ("api_key", "oidc"):
             raise IdentityRefused(
                 f"{identity.method} identities are refused when ARVIS_ENV=production"
             )
