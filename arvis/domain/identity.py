@@ -70,3 +70,8 @@ class Identity(BaseModel):
         compared; tenant and principal are.
         """
         return self.tenant_id == tenant_id and self.principal_id == principal_id
+
+    def took_part(self, tenant_id: str, principal_id: str, actor_id: str | None) -> bool:
+        """True when this identity is the principal of a sealed context or the agent that
+        acted for it: four eyes counts both, so an approver may be neither."""
+        return self.tenant_id == tenant_id and self.principal_id in (principal_id, actor_id)

@@ -220,6 +220,8 @@ def sealed_context(request: AdmissionRequest, identity: Identity) -> AuthorizedE
         auth_method=identity.method,
         key_id=identity.key_id,
         roles=identity.roles,
+        issuer=identity.issuer,
+        actor=identity.actor,
         run_id=request.run_id,
         causal_id=request.causal_id,
         plan_id=request.plan_id,

@@ -11,6 +11,8 @@ import pytest
 
 from arvis.domain.authorization import ApprovalTerms, DenialReason
 from arvis.domain.definitions import Effect, ReplaySafety, ToolDefinition
+from arvis.domain.identity import Actor, Identity
+from arvis.domain.ids import PrincipalId, TenantId
 from arvis.lifecycle.authorization import ToolAuthorizationService
 from arvis.lifecycle.policy.cedar import CedarPolicy
 from arvis.lifecycle.policy.cedar.engine import CEDAR_INPUT
@@ -312,3 +314,37 @@ def test_the_request_built_for_a_payload_conforms_to_the_schema(
     )
     assert answer.diagnostics.errors == []
     assert answer.decision is not cedarpy.Decision.NoDecision
+
+
+ALICE_VIA_BOT = Identity(
+    tenant_id=TenantId("acme"),
+    principal_id=PrincipalId("alice"),
+    method="oidc",
+    issuer="https://idp.test",
+    roles=("agent",),
+    actor=Actor(principal_id=PrincipalId("rogue-bot"), method="api_key", key_id="k_rogue"),
+)
+
+
+def test_cedar_can_forbid_by_the_person_or_by_the_agent_acting_for_them(tmp_path: Path) -> None:
+    by_actor = cedar_policy(
+        tmp_path,
+        PERMIT_ALL
+        + '@id("no-rogue-bot")\nforbid (principal, action, resource)'
+        + ' when { context has actor && context.actor.id == "rogue-bot" };',
+    )
+    assert refused(decide(by_actor, READ, identity=ALICE_VIA_BOT)).denial.policy_ids == (
+        "no-rogue-bot",
+    )
+    allowed(decide(by_actor, READ))  # no actor: the agent called for itself
+    by_person = cedar_policy(
+        tmp_path,
+        PERMIT_ALL
+        + '@id("not-alice")\nforbid (principal == Arvis::Principal::"alice", action, resource)'
+        + ' when { context has actor && context.actor.auth_method == "api_key" };',
+    )
+    assert refused(decide(by_person, READ, identity=ALICE_VIA_BOT)).denial.policy_ids == (
+        "not-alice",
+    )
+    snapshot = allowed(decide(cedar_policy(tmp_path, PERMIT_ALL), READ, identity=ALICE_VIA_BOT))
+    assert snapshot.snapshot.context.actor == ALICE_VIA_BOT.actor
