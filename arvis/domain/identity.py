@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from arvis.domain.ids import PrincipalId, TenantId
 
@@ -51,6 +51,9 @@ class Identity(BaseModel):
     actor: Actor | None = None
     """The agent acting for this principal (a person), when one is; None: the principal
     called itself."""
+    subject_token: SecretStr | None = Field(default=None, exclude=True, repr=False)
+    """The principal's own bearer token (a JWT), which a tool with per-user credentials
+    exchanges at dispatch; never serialised, never shown, never sealed or journaled."""
 
     def has_role(self, role: Role) -> bool:
         return role in self.roles or "admin" in self.roles

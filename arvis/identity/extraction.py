@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from pydantic import SecretStr
+
 from arvis.domain.identity import Actor, Identity
 from arvis.identity.errors import DelegationRefused, Unauthenticated
 from arvis.identity.tokens import DELEGATED_ROLES, JwtVerifier, looks_like_jwt
@@ -50,7 +52,8 @@ class Authenticator:
                 "a bearer credential is required: Authorization: Bearer <API key or JWT>"
             )
         if self.tokens is not None and looks_like_jwt(token):
-            return self.tokens.identity(await self.tokens.verify(token))
+            verified = self.tokens.identity(await self.tokens.verify(token))
+            return verified.model_copy(update={"subject_token": SecretStr(token)})
         identity = await self.keys.authenticated(token)
         if identity is None:
             # Unknown key, wrong secret, revoked: alike, so a caller learns nothing.
@@ -72,7 +75,13 @@ class Authenticator:
         if person.tenant_id != agent.tenant_id:
             raise DelegationRefused("the agent and the person are of different tenants")
         actor = Actor(principal_id=agent.principal_id, method=agent.method, key_id=agent.key_id)
-        return person.model_copy(update={"roles": DELEGATED_ROLES, "actor": actor})
+        return person.model_copy(
+            update={
+                "roles": DELEGATED_ROLES,
+                "actor": actor,
+                "subject_token": SecretStr(subject_token),
+            }
+        )
 
 
 def _may_act(claims: Mapping[str, Any], agent: Identity) -> None:
