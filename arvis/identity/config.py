@@ -14,11 +14,12 @@ groups_claim = "groups"
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from arvis.domain.errors import ConfigurationError
+from arvis.domain.sections import parse_section
 
 Algorithm = Literal[
     "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA",
@@ -83,11 +84,6 @@ class AuthConfig(BaseModel):
         return self
 
 
-def parse_auth_config(raw: dict[str, Any]) -> AuthConfig:
+def parse_auth_config(raw: Mapping[str, Any]) -> AuthConfig:
     """``[auth]``, validated; a bad entry stops start-up with one line naming it."""
-    try:
-        return AuthConfig.model_validate(raw)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise ConfigurationError(f"[auth] {where}: {first['msg']}") from None
+    return parse_section(AuthConfig, raw, "[auth]")

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from arvis.bootstrap import administration
+from tests.support.identity import trust
 from tests.support.mcp_client import Served, serve_arvis
 from tests.support.oidc import OidcProvider
 
@@ -27,15 +28,13 @@ SUBJECT = "Arvis-Subject-Token"
 
 
 def config(issuer: str) -> str:
-    return f"""
-[[auth.oidc]]
-issuer = "{issuer}"
-audience = "arvis"
-tenant_claim = "tenant"
-
+    return (
+        trust(issuer)
+        + """
 [policy.default]
 consent_tools = ["files.append"]
 """
+    )
 
 
 async def _key(database_url: str, principal: str, roles: list[str]) -> str:

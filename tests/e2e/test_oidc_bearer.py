@@ -12,7 +12,6 @@ import hmac
 import json
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,6 +19,7 @@ import pytest
 from joserfc.jwk import RSAKey
 
 from arvis.client import ArvisClient, Executed
+from tests.support.identity import trust
 from tests.support.mcp_client import Served, meta_of, serve_arvis
 from tests.support.oidc import ARVIS_SCOPE, OidcProvider, running_provider, unverified_header
 
@@ -32,24 +32,13 @@ MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
 TOOLS_LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
 
 
-def config(issuer: str) -> str:
-    return f"""
-[[auth.oidc]]
-issuer = "{issuer}"
-audience = "arvis"
-tenant_claim = "tenant"
-roles_claim = "arvis_roles"
-groups_claim = "groups"
-leeway_s = 0
-"""
-
-
 @pytest.fixture(scope="module")
 def served(
     database_url: str, tmp_path_factory: pytest.TempPathFactory, oidc_provider: OidcProvider
 ) -> Iterator[Served]:
-    data_dir: Path = tmp_path_factory.mktemp("arvis-oidc")
-    with serve_arvis(database_url, data_dir, config(oidc_provider.issuer)) as running:
+    # No leeway: a token one second past its exp is expired.
+    config = trust(oidc_provider.issuer, leeway_s=0)
+    with serve_arvis(database_url, tmp_path_factory.mktemp("arvis-oidc"), config) as running:
         yield running
 
 

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from tests.support.httpserver import LocalHttpServer
+from tests.support.identity import trust
 from tests.support.mcp_client import Served, serve_arvis
 from tests.support.oidc import TOOL_AUDIENCE, OidcProvider
 from tests.support.postgres import sql
@@ -42,12 +43,8 @@ client_secret_env = "{env}"
 """
     common = {"url": url, "issuer": issuer, "env": SECRET_ENV}
     return (
-        f"""
-[[auth.oidc]]
-issuer = "{issuer}"
-audience = "arvis"
-tenant_claim = "tenant"
-
+        trust(issuer)
+        + """
 [policy.default]
 egress_hosts = ["127.0.0.1"]
 """

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from arvis.domain.identity import ROLES
 from tests.support.adversarial.deployment import EXTRA_KEYS, Deployment, KeySpec
 from tests.support.http import TENANTS
+from tests.support.identity import trust
 from tests.support.oidc import ARVIS_RESOURCE, ARVIS_SCOPE, OidcProvider
 
 TOKEN_TTL_S = 24 * 3600
@@ -34,18 +35,6 @@ def principals() -> dict[str, KeySpec]:
         for role in ROLES
     }
     return {**base, **EXTRA_KEYS}
-
-
-def auth_section(issuer: str) -> str:
-    """The ``[[auth.oidc]]`` entry trusting the package's provider."""
-    return f"""
-[[auth.oidc]]
-issuer = "{issuer}"
-audience = "arvis"
-tenant_claim = "tenant"
-roles_claim = "arvis_roles"
-groups_claim = "groups"
-"""
 
 
 def jwt_tokens(idp: OidcProvider, keys: Mapping[str, str]) -> dict[str, str]:
@@ -87,7 +76,7 @@ class Credentials:
 
     def trusted(self, config: str) -> str:
         """``config`` with the ``[[auth.oidc]]`` entry of the package's provider."""
-        return config + auth_section(self.idp.issuer)
+        return config + trust(self.idp.issuer)
 
     def held_by(self, deployment: Deployment) -> Deployment:
         """``deployment`` whose drivers present this kind's credentials."""

@@ -11,8 +11,6 @@ import pytest
 
 from arvis.domain.authorization import ApprovalTerms, DenialReason
 from arvis.domain.definitions import Effect, ReplaySafety, ToolDefinition
-from arvis.domain.identity import Actor, Identity
-from arvis.domain.ids import PrincipalId, TenantId
 from arvis.lifecycle.authorization import ToolAuthorizationService
 from arvis.lifecycle.policy.cedar import CedarPolicy
 from arvis.lifecycle.policy.cedar.engine import CEDAR_INPUT
@@ -32,6 +30,7 @@ from tests.support.rules import (
     SEND,
     SHELL,
     FixedClock,
+    acting_for,
     request,
 )
 
@@ -316,35 +315,26 @@ def test_the_request_built_for_a_payload_conforms_to_the_schema(
     assert answer.decision is not cedarpy.Decision.NoDecision
 
 
-ALICE_VIA_BOT = Identity(
-    tenant_id=TenantId("acme"),
-    principal_id=PrincipalId("alice"),
-    method="oidc",
-    issuer="https://idp.test",
-    roles=("agent",),
-    actor=Actor(principal_id=PrincipalId("rogue-bot"), method="api_key", key_id="k_rogue"),
-)
+ALICE_VIA_BOT = acting_for("alice", "rogue-bot", method="api_key")
+
+ACTING = "when { context has actor && %s }"
+FORBIDS = {
+    "no-rogue-bot": "forbid (principal, action, resource) "
+    + ACTING % 'context.actor.id == "rogue-bot"',
+    "not-alice": 'forbid (principal == Arvis::Principal::"alice", action, resource) '
+    + ACTING % 'context.actor.auth_method == "api_key"',
+}
 
 
-def test_cedar_can_forbid_by_the_person_or_by_the_agent_acting_for_them(tmp_path: Path) -> None:
-    by_actor = cedar_policy(
-        tmp_path,
-        PERMIT_ALL
-        + '@id("no-rogue-bot")\nforbid (principal, action, resource)'
-        + ' when { context has actor && context.actor.id == "rogue-bot" };',
-    )
-    assert refused(decide(by_actor, READ, identity=ALICE_VIA_BOT)).denial.policy_ids == (
-        "no-rogue-bot",
-    )
-    allowed(decide(by_actor, READ))  # no actor: the agent called for itself
-    by_person = cedar_policy(
-        tmp_path,
-        PERMIT_ALL
-        + '@id("not-alice")\nforbid (principal == Arvis::Principal::"alice", action, resource)'
-        + ' when { context has actor && context.actor.auth_method == "api_key" };',
-    )
-    assert refused(decide(by_person, READ, identity=ALICE_VIA_BOT)).denial.policy_ids == (
-        "not-alice",
-    )
+@pytest.mark.parametrize("policy_id", sorted(FORBIDS))
+def test_cedar_can_forbid_by_the_person_or_by_the_agent_acting_for_them(
+    tmp_path: Path, policy_id: str
+) -> None:
+    policy = cedar_policy(tmp_path, PERMIT_ALL + f'@id("{policy_id}")\n{FORBIDS[policy_id]};')
+    assert refused(decide(policy, READ, identity=ALICE_VIA_BOT)).denial.policy_ids == (policy_id,)
+    allowed(decide(policy, READ))  # no actor: the agent called for itself
+
+
+def test_the_actor_is_sealed_in_the_context_cedar_decides_on(tmp_path: Path) -> None:
     snapshot = allowed(decide(cedar_policy(tmp_path, PERMIT_ALL), READ, identity=ALICE_VIA_BOT))
     assert snapshot.snapshot.context.actor == ALICE_VIA_BOT.actor

@@ -18,8 +18,8 @@ import pytest
 from arvis.domain.authorization import DenialReason
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.definitions import ReplaySafety, ToolDefinition
-from arvis.domain.identity import Actor, Identity
-from arvis.domain.ids import IdempotencyKey, PrincipalId, TenantId
+from arvis.domain.identity import Identity
+from arvis.domain.ids import IdempotencyKey
 from arvis.domain.states import ConfirmationState
 from arvis.lifecycle.authorization import budget_refusal, needs_earlier
 from arvis.lifecycle.policy.budgets import BudgetConfig, Budgets
@@ -53,6 +53,7 @@ from tests.support.rules import (
     SHELL,
     FixedClock,
     History,
+    acting_for,
     authorization,
     request,
     sealed_context,
@@ -216,25 +217,16 @@ def test_consent_of_another_principal_is_never_expired_by_a_strangers_post() -> 
     assert step.expire is None
 
 
-def _for_alice(actor: str | None) -> Identity:
-    """Alice of acme, as an agent ``actor`` acting for her presents her (None: herself)."""
-    return Identity(
-        tenant_id=TenantId("acme"),
-        principal_id=PrincipalId("alice"),
-        method="oidc",
-        roles=("agent",),
-        actor=None if actor is None else Actor(principal_id=PrincipalId(actor), method="oidc"),
-    )
-
-
 @pytest.mark.parametrize("state", list(ConfirmationState))
 @pytest.mark.parametrize(
-    "poster", [_for_alice("bot-b"), _for_alice(None)], ids=["another-agent", "the-person"]
+    "poster",
+    [acting_for("alice", "bot-b"), acting_for("alice", None)],
+    ids=["another-agent", "the-person"],
 )
 def test_consent_asked_by_an_agent_for_a_person_is_bound_to_both(
     poster: Identity, state: ConfirmationState
 ) -> None:
-    asked_by = _for_alice("bot-a")
+    asked_by = acting_for("alice", "bot-a")
     req = request(SEND, identity=poster)
     history = History(req).with_consent(state, requested_by=asked_by)
     refused(decide(req, history), DenialReason.IDENTITY_MISMATCH, None)
