@@ -30,6 +30,9 @@ from arvis.domain.redaction import Redaction
 from arvis.evidence.export import BundleExporter
 from arvis.evidence.setup import load_evidence
 from arvis.evidence.witness import FileWitness
+from arvis.identity.config import parse_auth_config
+from arvis.identity.extraction import Authenticator
+from arvis.identity.tokens import load_token_verifier
 from arvis.kernel import Kernel, Lifecycle, Resources
 from arvis.lifecycle.admission import AdmissionService
 from arvis.lifecycle.authorization import ToolAuthorizationService
@@ -232,6 +235,7 @@ async def build_kernel(
         slack = load_slack(file_config.slack, os.environ)
         audit = parse_audit_config(file_config.audit)
         redaction = Redaction.from_section(file_config.journal)
+        auth = parse_auth_config(file_config.auth)
         evidence = load_evidence(
             settings.signing_key_file, audit.checkpoints, audit.witness, settings.config_dir, http
         )
@@ -301,12 +305,14 @@ async def build_kernel(
 
         approvals = slack_approvals(slack, lifecycle.consent, clock)
     destinations = () if approvals is None else (approvals.destination,)
+    keys = PgKeyStore(store.engine, store.ops)
     return Kernel(
         settings=settings,
         file_config=file_config,
         lifecycle=lifecycle,
         instance_id=instance_id,
-        keys=PgKeyStore(store.engine, store.ops),
+        keys=keys,
+        identities=Authenticator(keys, load_token_verifier(auth, http)),
         console_sessions=PgSessionStore(store.engine),
         outbox=outbox,
         stats=PgStats(store.engine),

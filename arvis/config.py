@@ -128,6 +128,8 @@ class FileConfig(BaseModel):
     telemetry: dict[str, Any] = Field(default_factory=dict)
     journal: dict[str, Any] = Field(default_factory=dict)
     """``[journal]``: arvis.domain.redaction validates it (``redact``)."""
+    auth: dict[str, Any] = Field(default_factory=dict)
+    """``[[auth.oidc]]``: arvis.identity.config validates it."""
     budgets: list[dict[str, Any]] = Field(default_factory=list)
     """``[[budgets]]``: arvis.lifecycle.policy.budgets validates each entry."""
 

@@ -19,6 +19,7 @@ import httpx
 from arvis.config import FileConfig, Settings
 from arvis.domain.ids import InstanceId
 from arvis.evidence.export import BundleExporter
+from arvis.identity.extraction import Authenticator
 from arvis.lifecycle.chores import Chore, Chores
 from arvis.lifecycle.consent.reconcile import Reconciler
 from arvis.lifecycle.consent.resolution import ResolutionService
@@ -95,6 +96,9 @@ class Kernel:
     instance_id: InstanceId
     keys: PgKeyStore
     """API keys of every tenant; ``authenticated`` is the one check of a bearer key."""
+    identities: Authenticator
+    """The one identity extraction (API keys, JWTs of ``[[auth.oidc]]`` issuers, an agent
+    acting for a person) every entry point authenticates with."""
     console_sessions: PgSessionStore
     """Operator console sessions (``/console``), each tied to a live API key."""
     outbox: PgOutbox

@@ -12,6 +12,7 @@ from arvis.cli.remote import UrlOption, remote
 from arvis.client import KEY_VARIABLE
 from arvis.domain.ids import RunId
 from arvis.domain.journal import ResolutionArtifact
+from arvis.identity.errors import IdentityRefusal
 from arvis.kernel import Kernel
 from arvis.lifecycle.consent.resolution import RESOLVED_AS
 
@@ -43,8 +44,8 @@ def resolve(
         ),
     ] = None,
 ) -> None:
-    """Resolve an uncertain attempt, as the principal of the API key in ARVIS_API_KEY
-    (or --key): on the server at ARVIS_URL (or --url), else on the database.
+    """Resolve an uncertain attempt, as the principal of ARVIS_API_KEY (an API key or a JWT;
+    or --key): on the server at ARVIS_URL (or --url), else on the database.
 
     The key needs the approver (or admin) role; the tenant is the key's. The
     principal whose call it was may not resolve it (four eyes). Resolved as
@@ -57,7 +58,11 @@ def resolve(
         fail("--evidence must say how you know", 2)
     token = key_option or ""
     if not token:
-        fail(f"set {KEY_VARIABLE} to an approver's API key: the resolver is its principal", 2)
+        fail(
+            f"set {KEY_VARIABLE} to an approver's API key or token: the resolver is its"
+            " principal",
+            2,
+        )
     server = remote(url, token)
     if server is not None:
         resolution = server.call(
@@ -67,9 +72,10 @@ def resolve(
         return
 
     async def use(kernel: Kernel) -> dict[str, Any]:
-        identity = await kernel.keys.authenticated(token)
-        if identity is None:
-            fail(f"the key in {KEY_VARIABLE} is not a live API key")
+        try:
+            identity = await kernel.identities.authenticate(token)
+        except IdentityRefusal as refused:
+            fail(f"the credential in {KEY_VARIABLE} was refused ({refused.code}): {refused}")
         if not identity.has_role("approver"):
             fail("resolving needs a key with the approver or admin role")
         entry = await kernel.lifecycle.resolutions.resolve(

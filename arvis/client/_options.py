@@ -32,7 +32,10 @@ class ClientOptions:
         headers: Mapping[str, str] | None,
     ) -> ClientOptions:
         if not api_key or any(c.isspace() for c in api_key):
-            raise ValueError("api_key must be an ARVIS token (arvis_<key id>_<secret>)")
+            raise ValueError(
+                "api_key must be an ARVIS API key (arvis_<key id>_<secret>) or a JWT of a"
+                " trusted issuer: one bearer token, without spaces"
+            )
         merged = {
             "User-Agent": f"arvis-client/{__version__}",
             "Accept": "application/json, application/problem+json",

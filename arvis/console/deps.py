@@ -8,7 +8,8 @@ from fastapi import Depends, Request
 
 from arvis.console.sessions import ConsoleUser, check_csrf, current_user
 from arvis.console.web import SignInRequired, read_form
-from arvis.web.identity import ForbiddenRole, KernelDep
+from arvis.identity.errors import ForbiddenRole
+from arvis.web.identity import KernelDep
 
 
 async def signed_in(request: Request, kernel: KernelDep) -> ConsoleUser:

@@ -25,8 +25,9 @@ from fastapi import Request, Response
 
 from arvis.domain.errors import ArvisError
 from arvis.domain.identity import Identity
+from arvis.identity.errors import ForbiddenRole, Unauthenticated
 from arvis.kernel import Kernel
-from arvis.web.identity import ForbiddenRole, authenticate
+from arvis.web.identity import authenticate
 
 SESSION_COOKIE = "arvis_console"
 SIGN_IN_COOKIE = "arvis_console_signin"
@@ -74,12 +75,15 @@ def is_https(request: Request) -> bool:
 async def sign_in(kernel: Kernel, request: Request, response: Response, api_key: str) -> None:
     """Exchange an API key for a session cookie on ``response``; the key is not kept.
 
-    Every failure is :class:`~arvis.web.identity.Unauthenticated`, as on the API.
+    Every failure is an :class:`~arvis.identity.errors.IdentityRefusal`, as on the API;
+    a JWT pasted here is refused too: a session of a key ends when the key is revoked,
+    and a token has no such key.
     """
     identity = await authenticate(kernel, api_key.strip())
+    if identity.key_id is None:
+        raise Unauthenticated("the console signs in with an API key here")
     if not any(role in identity.roles for role in ("approver", "auditor", "admin")):
         raise ForbiddenRole("the console is for approvers, auditors and admins")
-    assert identity.key_id is not None
     token = secrets.token_urlsafe(32)
     ttl = kernel.settings.console_session_ttl_s
     await kernel.console_sessions.create(identity.tenant_id, identity.key_id, _digest(token), ttl)

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from arvis.domain.identity import Actor
 from arvis.domain.ids import CausalId, InstanceId, PlanId, PrincipalId, RunId, TenantId
+
+
+def _absent(value: object) -> bool:
+    # Fields added after the context's first version are left out of its text when
+    # unset, so a context of the earlier shape keeps its exact bytes (entries hash it).
+    return value is None
 
 
 class AuthorizedEffectContext(BaseModel):
@@ -29,3 +36,12 @@ class AuthorizedEffectContext(BaseModel):
     """The tool plan the run is bound to."""
     instance_id: InstanceId = Field(min_length=1)
     """The ARVIS instance that admitted the effect."""
+    issuer: str | None = Field(default=None, exclude_if=_absent)
+    """The OpenID Connect issuer of a JWT principal (``auth_method`` ``oidc``)."""
+    actor: Actor | None = Field(default=None, exclude_if=_absent)
+    """The agent that acted for the principal (a person), when one did: both are sealed,
+    policy sees both, and consent is bound to both (DESIGN §7)."""
+
+    @property
+    def actor_id(self) -> PrincipalId | None:
+        return None if self.actor is None else self.actor.principal_id

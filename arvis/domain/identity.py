@@ -4,14 +4,29 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from arvis.domain.ids import PrincipalId, TenantId
 
-AuthMethod = Literal["api_key", "development", "anonymous", "slack"]
+AuthMethod = Literal["api_key", "oidc", "development", "anonymous", "slack"]
 Role = Literal["agent", "approver", "auditor", "admin"]
 ROLES: tuple[Role, ...] = get_args(Role)
 """Every role, in the order they are listed and offered."""
+
+
+class Actor(BaseModel):
+    """The agent acting for a person (RFC 8693 ``act``, or an agent's API key presenting
+    the person's token): who actually called, when the principal is someone else."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    principal_id: PrincipalId = Field(min_length=1)
+    method: AuthMethod
+    key_id: str | None = None
+    """The agent's API key id, when it authenticated with one."""
+
+    def describe(self) -> str:
+        return self.principal_id if self.key_id is None else f"{self.principal_id} ({self.key_id})"
 
 
 class Identity(BaseModel):
@@ -30,7 +45,15 @@ class Identity(BaseModel):
     """The API key's public id (for ``slack``, the Slack user id); never a secret."""
     roles: tuple[Role, ...] = ()
     groups: tuple[str, ...] = ()
-    """Approver groups of the key (``arvis keys create --group``)."""
+    """Approver groups of the key (``arvis keys create --group``) or the token's claim."""
+    issuer: str | None = None
+    """The OpenID Connect issuer of a JWT principal (``method == "oidc"``)."""
+    actor: Actor | None = None
+    """The agent acting for this principal (a person), when one is; None: the principal
+    called itself."""
+    subject_token: SecretStr | None = Field(default=None, exclude=True, repr=False)
+    """The principal's own bearer token (a JWT), which a tool with per-user credentials
+    exchanges at dispatch; never serialised, never shown, never sealed or journaled."""
 
     def has_role(self, role: Role) -> bool:
         return role in self.roles or "admin" in self.roles
@@ -39,6 +62,10 @@ class Identity(BaseModel):
         """True when ``groups`` is empty (no group is required) or names one of ours."""
         return not groups or any(group in self.groups for group in groups)
 
+    @property
+    def actor_id(self) -> PrincipalId | None:
+        return None if self.actor is None else self.actor.principal_id
+
     def same_principal(self, tenant_id: str, principal_id: str) -> bool:
         """True when this identity is the principal a sealed context names.
 
@@ -46,3 +73,8 @@ class Identity(BaseModel):
         compared; tenant and principal are.
         """
         return self.tenant_id == tenant_id and self.principal_id == principal_id
+
+    def took_part(self, tenant_id: str, principal_id: str, actor_id: str | None) -> bool:
+        """True when this identity is the principal of a sealed context or the agent that
+        acted for it: four eyes counts both, so an approver may be neither."""
+        return self.tenant_id == tenant_id and self.principal_id in (principal_id, actor_id)

@@ -93,7 +93,7 @@ class ToolAuthorizationService:
         # confirmation (DESIGN §4): whoever else posts this decision is refused
         # before the retry table, a dedupe or a re-ask could act on that consent.
         if confirmation is not None and not confirmation.requested_for(
-            identity.tenant_id, identity.principal_id
+            identity.tenant_id, identity.principal_id, identity.actor_id
         ):
             return refuse(
                 DenialReason.IDENTITY_MISMATCH,
@@ -128,6 +128,8 @@ class ToolAuthorizationService:
             auth_method=identity.method,
             key_id=identity.key_id,
             roles=identity.roles,
+            issuer=identity.issuer,
+            actor=identity.actor,
             run_id=request.run_id,
             causal_id=request.causal_id,
             plan_id=request.plan_id,

@@ -108,14 +108,24 @@ class ConfirmationRecord:
         """The principal the consent was asked for (sealed in its context)."""
         return str(self.context.get("principal_id", ""))
 
-    def requested_for(self, tenant_id: str, principal_id: str) -> bool:
-        """True when this consent was asked by that principal of that tenant.
+    @property
+    def requested_actor(self) -> str | None:
+        """The agent that asked for the consent for its principal, when one did."""
+        actor = self.context.get("actor")
+        return str(actor["principal_id"]) if isinstance(actor, dict) else None
 
-        Consent is bound to its requester in every state (DESIGN §4).
+    def requested_for(self, tenant_id: str, principal_id: str, actor_id: str | None) -> bool:
+        """True when this consent was asked by that principal of that tenant, through that
+        actor (None: the principal itself).
+
+        Consent is bound to its requester in every state (DESIGN §4), and to both halves
+        of an agent acting for a person: another agent for the same person, or the same
+        agent for another person, is not its requester (DESIGN §7).
         """
         return (
             str(self.context.get("tenant_id", "")) == tenant_id
             and self.requested_by == principal_id
+            and self.requested_actor == actor_id
         )
 
 

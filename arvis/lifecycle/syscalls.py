@@ -54,6 +54,7 @@ from arvis.lifecycle.request import Syscall
 from arvis.lifecycle.results import SyscallResult
 from arvis.lifecycle.retry import retry_transaction
 from arvis.lifecycle.settlement import Settlement
+from arvis.tools.credentials import caller_token
 
 log = logging.getLogger(__name__)
 
@@ -156,13 +157,17 @@ class SyscallHandler:
         if log_fields is not None:
             log_fields["run_id"], log_fields["causal_id"] = syscall.run_id, syscall.causal_id
         started = time.perf_counter()
+        subject = identity.subject_token
         try:
-            if self.tracer is None:
-                result = await self._handle(syscall, identity, _UNTRACED)
-            else:
-                with self.tracer.syscall(syscall, identity) as span:
-                    result = await self._handle(syscall, identity, span)
-                    span.answered(result)
+            # The caller's token, for tools with per-user credentials: beside the call,
+            # never in it (arvis.tools.credentials).
+            with caller_token(None if subject is None else subject.get_secret_value()):
+                if self.tracer is None:
+                    result = await self._handle(syscall, identity, _UNTRACED)
+                else:
+                    with self.tracer.syscall(syscall, identity) as span:
+                        result = await self._handle(syscall, identity, span)
+                        span.answered(result)
         except ArvisError as exc:
             code = exc.code
             self._safely(lambda observer: observer.observe_error(code))
@@ -182,7 +187,7 @@ class SyscallHandler:
             raise RunNotServed(f"this instance serves the turn of run {self.served_run!r} only")
         if not self._admitting:
             raise ShuttingDown("this instance is shutting down; retry on another instance")
-        if self.production and identity.method != "api_key":
+        if self.production and identity.method not in ("api_key", "oidc"):
             raise IdentityRefused(
                 f"{identity.method} identities are refused when ARVIS_ENV=production"
             )

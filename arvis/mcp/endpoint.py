@@ -1,9 +1,10 @@
 """``/mcp`` as the app mounts it: the key, the role and the method, then MCP.
 
-A missing, malformed, unknown or revoked bearer key is 401, a key without the
-``agent`` role 403, before any MCP processing. The transport is stateless, so
-there is no session to end and no server-to-client stream: ``GET`` and
-``DELETE`` answer 405 (after the key, like everything else).
+A bearer credential that does not authenticate is its 401 (or 403) problem, as on
+every route (:mod:`arvis.identity.errors`); one without the ``agent`` role 403, before
+any MCP processing. The transport is stateless, so there is no session to end and no
+server-to-client stream: ``GET`` and ``DELETE`` answer 405 (after the credential, like
+everything else).
 
 The MCP SDK costs more to import than the rest of a serve worker, so the
 gateway (:mod:`arvis.mcp.server`) is loaded off the event loop on the first
@@ -21,7 +22,8 @@ from typing import TYPE_CHECKING
 
 from starlette.types import Receive, Scope, Send
 
-from arvis.web.identity import Unauthenticated, authenticate, scope_log_fields
+from arvis.identity.errors import IdentityRefusal
+from arvis.web.identity import authenticate, scope_log_fields, subject_token_of
 from arvis.web.problems import error_response, problem
 
 if TYPE_CHECKING:
@@ -55,9 +57,14 @@ class McpEndpoint:
             await problem("shutting_down", "MCP is not being served")(scope, receive, send)
             return
         try:
-            identity = await authenticate(kernel, _bearer(scope), scope_log_fields(scope))
-        except Unauthenticated as exc:
-            await problem("unauthenticated", exc.message)(scope, receive, send)
+            identity = await authenticate(
+                kernel,
+                _bearer(scope),
+                scope_log_fields(scope),
+                subject_token=subject_token_of(scope),
+            )
+        except IdentityRefusal as exc:
+            await problem(exc.code, exc.message)(scope, receive, send)
             return
         except Exception as exc:  # e.g. the store is unavailable: as every route answers
             await error_response(exc)(scope, receive, send)

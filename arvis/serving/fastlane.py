@@ -24,8 +24,9 @@ from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from arvis.api.routes.syscalls import execute
+from arvis.identity.errors import IdentityRefusal
 from arvis.lifecycle.request import Syscall
-from arvis.web.identity import Unauthenticated, authenticate, scope_log_fields
+from arvis.web.identity import authenticate, scope_log_fields, subject_token_of
 from arvis.web.middleware import PARSED_BODY, replay
 from arvis.web.problems import error_response
 
@@ -49,8 +50,10 @@ class SyscallFastLane:
         state = scope["app"].state
         fields = scope_log_fields(scope)
         try:
-            identity = await authenticate(state.kernel, token, fields)
-        except Unauthenticated:
+            identity = await authenticate(
+                state.kernel, token, fields, subject_token=subject_token_of(scope)
+            )
+        except IdentityRefusal:
             identity = None
         except Exception as exc:  # e.g. the store is unavailable: as the route answers
             await error_response(exc)(scope, onward, send)

@@ -12,7 +12,19 @@ timeout_s = 10
 headers = { "X-Tenant-Zone" = "eu" }         # plain values: never a credential
 headers_env = { Authorization = "CRM_TOKEN" } # values read from the environment at start-up
 reconcile_url = "https://crm.internal/arvis/reconcile"  # optional: asked about uncertain calls
+
+[tools.http.auth.token_exchange]             # optional: the caller's own token, exchanged
+token_endpoint = "https://idp.example.com/token"
+audience = "crm"
+client_id = "arvis"
+client_secret_env = "ARVIS_CRM_EXCHANGE_SECRET"
 ```
+
+**Per-user credentials** (:mod:`arvis.tools.credentials`). With ``auth.token_exchange``
+each call exchanges the caller's token (RFC 8693) for one of ``audience`` and sends it as
+``Authorization: Bearer …``; a failed exchange is ``EFFECT_NOT_STARTED``
+(``credential_exchange_failed``): nothing was sent. ``headers_env`` may not then set
+``Authorization``. A reconcile call is the sweeper's, with no caller: it is sent without.
 
 **Egress.** ``url`` is the tool's fixed destination (:attr:`HttpTool.destination`):
 the egress gate checks its host against ``egress_hosts``, for read-only tools
@@ -102,6 +114,7 @@ from arvis.domain.canonical import canonical_bytes
 from arvis.domain.definitions import Effect, ReplaySafety, ToolDefinition
 from arvis.domain.errors import DefinitionError
 from arvis.tools.base import Reconcile, Reconciliation, Reporter, ToolInvocation, ToolResult
+from arvis.tools.credentials import ExchangeFailed, TokenExchanger, ToolAuth, token_exchanger
 from arvis.tools.remote import (
     HTTP_KIND,
     TRANSPORT_HEADERS,
@@ -173,6 +186,18 @@ class HttpToolConfig(HeaderFields):
     not_started_statuses: list[int] = Field(default_factory=list)
     """Error statuses (400-599) the endpoint answers only before it acts: the operator's
     word that such an answer means the effect did not start (DESIGN §10)."""
+    auth: ToolAuth | None = None
+    """Per-user credentials: the caller's token exchanged for this tool's (RFC 8693)."""
+
+    @field_validator("auth")
+    @classmethod
+    def _one_authorization(cls, auth: ToolAuth | None, info: ValidationInfo) -> ToolAuth | None:
+        named = {name.lower() for name in info.data.get("headers_env", {})}
+        if auth is not None and "authorization" in named:
+            raise ValueError(
+                "auth sends the exchanged token as Authorization: headers_env may not set it too"
+            )
+        return auth
 
     @field_validator("reconcile_url")
     @classmethod
@@ -207,11 +232,13 @@ class HttpTool:
         config: HttpToolConfig,
         client: httpx.AsyncClient,
         secret_headers: Mapping[str, str] | None = None,
+        exchanger: TokenExchanger | None = None,
     ) -> None:
         self.definition = definition
         self._config = config
         self._client = client
         self._headers = {**config.headers, **(secret_headers or {})}
+        self._exchanger = exchanger
         self._outcomes = RemoteOutcomes(HTTP_KIND, definition, config.not_started_statuses)
 
     @property
@@ -274,8 +301,9 @@ class HttpTool:
                 "tool": invocation.tool,
             }
         )
+        bearer = await self._bearer(invocation)
         try:
-            response = await self._post(self._config.url, body, invocation)
+            response = await self._post(self._config.url, body, invocation, bearer)
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout):
             # No connection, so not one byte of the request left ARVIS: the proof.
             raise self._outcomes.unreachable(invocation, "could not connect") from None
@@ -283,12 +311,29 @@ class HttpTool:
             raise self._outcomes.no_answer(invocation, exc) from None
         return self._result(invocation, response)
 
-    async def _post(self, url: str, body: bytes, invocation: ToolInvocation) -> httpx.Response:
+    async def _bearer(self, invocation: ToolInvocation) -> str | None:
+        """The exchanged per-user token, or None without ``auth``; a failed exchange is
+        refused here, before a byte is sent to the tool."""
+        if self._exchanger is None:
+            return None
+        try:
+            return await self._exchanger.bearer_for(invocation.context)
+        except ExchangeFailed as failed:
+            message = f"{self.name}: token exchange failed, nothing was sent: {failed.reason}"
+            raise self._outcomes.not_sent(
+                invocation, "credential_exchange_failed", message, retryable=failed.retryable
+            ) from None
+
+    async def _post(
+        self, url: str, body: bytes, invocation: ToolInvocation, bearer: str | None = None
+    ) -> httpx.Response:
         headers = {
             **self._headers,
             "Content-Type": "application/json",
             "Idempotency-Key": invocation.idempotency_key,
         }
+        if bearer is not None:
+            headers["Authorization"] = f"Bearer {bearer}"
         # Never follow a redirect: the egress gate checked this host only.
         return await self._client.post(
             url,
@@ -347,5 +392,7 @@ def http_tool(
         definition = ToolDefinition(**config.model_dump(include=_DEFINITION_FIELDS))
     except DefinitionError as exc:
         raise DefinitionError(exc.tool, f"{exc.rule} (declared by {source})") from None
-    secrets = read_env_headers(f"{source} tool {config.name!r}", config.headers_env, environ)
-    return HttpTool(definition, config, client, secrets)
+    what = f"{source} tool {config.name!r}"
+    secrets = read_env_headers(what, config.headers_env, environ)
+    exchanger = token_exchanger(config.auth, client, what=what, environ=environ)
+    return HttpTool(definition, config, client, secrets, exchanger)

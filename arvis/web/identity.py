@@ -1,8 +1,8 @@
-"""Who is calling, as FastAPI dependencies.
+"""Who is calling, as FastAPI dependencies: the HTTP glue of :mod:`arvis.identity`.
 
-Every route but health takes one of the ``Annotated`` aliases below; the
-bearer API key determines tenant, principal and roles, and the key's tenant
-is the only tenant the request can touch.
+Every route but health takes one of the ``Annotated`` aliases below; the bearer
+credential (an API key or a JWT of a trusted issuer) determines tenant, principal and
+roles, and that tenant is the only tenant the request can touch.
 """
 
 from __future__ import annotations
@@ -13,24 +13,15 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from arvis.domain.errors import ArvisError
 from arvis.domain.identity import Identity, Role
+from arvis.identity.errors import ForbiddenRole
+from arvis.identity.extraction import SUBJECT_TOKEN_HEADER
 from arvis.kernel import Kernel
 
-
-class Unauthenticated(ArvisError):
-    """No usable API key: missing, malformed, unknown, wrong secret or revoked."""
-
-    code = "unauthenticated"
-
-
-class ForbiddenRole(ArvisError):
-    """The key is valid but has none of the roles this route needs."""
-
-    code = "forbidden_role"
-
-
-_bearer = HTTPBearer(auto_error=False, description="An ARVIS API key: `arvis_<key id>_<secret>`")
+_bearer = HTTPBearer(
+    auto_error=False,
+    description="An ARVIS API key (`arvis_<key id>_<secret>`) or a JWT of a trusted issuer",
+)
 
 
 async def get_kernel(request: Request) -> Kernel:
@@ -47,28 +38,43 @@ async def current_identity(
     kernel: KernelDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Identity:
-    """The identity of the request's API key, or 401 ``unauthenticated``."""
+    """The identity of the request's bearer credential, or its 401/403 problem."""
     token = credentials.credentials if credentials else None
-    return await authenticate(kernel, token, log_fields(request))
+    subject = request.headers.get(SUBJECT_TOKEN_HEADER)
+    return await authenticate(kernel, token, log_fields(request), subject_token=subject)
 
 
 async def authenticate(
-    kernel: Kernel, token: str | None, fields: MutableMapping[str, str] | None = None
+    kernel: Kernel,
+    token: str | None,
+    fields: MutableMapping[str, str] | None = None,
+    *,
+    subject_token: str | None = None,
 ) -> Identity:
-    """The identity of a bearer token, or :class:`Unauthenticated`; its key id goes on
-    the request's log line (``fields``). Every HTTP entry (the routes, the syscall fast
-    lane, ``/mcp``, the console's sign-in) authenticates here, with the key store's one
-    check, so none can accept a key another would refuse.
-
-    Every failure answers the same way, so a caller cannot tell an unknown key
-    from a wrong secret or a revoked key.
+    """The identity of a bearer credential (:class:`arvis.identity.extraction.Authenticator`,
+    the one extraction), or its :class:`~arvis.identity.errors.IdentityRefusal`; who it
+    is goes on the request's log line (``fields``): the key id, or the token's issuer, and
+    the actor of a delegated call. Every HTTP entry (the routes, the syscall fast lane,
+    ``/mcp``, the console's sign-in) authenticates here.
     """
-    identity = await kernel.keys.authenticated(token)
-    if identity is None:
-        raise Unauthenticated("a valid API key is required: Authorization: Bearer arvis_…")
+    identity = await kernel.identities.authenticate(token, subject_token)
     if fields is not None:
         fields["key"] = identity.key_id or ""
+        if identity.issuer is not None:
+            fields["issuer"] = identity.issuer
+        if identity.actor is not None:
+            fields["actor"] = identity.actor.principal_id
     return identity
+
+
+def subject_token_of(scope: MutableMapping[str, Any]) -> str | None:
+    """The ``Arvis-Subject-Token`` header of an ASGI request (for the raw ASGI entries)."""
+    wanted = SUBJECT_TOKEN_HEADER.lower().encode("latin-1")
+    for name, value in scope.get("headers", ()):
+        if name == wanted:
+            text: str = value.decode("latin-1")
+            return text or None
+    return None
 
 
 def log_fields(request: Request) -> dict[str, str]:

@@ -1,7 +1,13 @@
 """The adversarial suite's shared fixtures: for the whole package, the hostile stubs and
 one deployment over them (tests.support.adversarial.deployment.shared_configs), on a
 database of its own, so every module's cells share one start-up. A module that needs
-another ``arvis.toml`` (another policy engine, a restart) deploys its own."""
+another ``arvis.toml`` (another policy engine, a restart) deploys its own.
+
+The whole package runs once per row of ``IDENTITIES`` (an API key, a JWT of the package's
+OpenID provider): stubs, database and deployment are the row's own, so effect counts and
+run ids of one kind of credential never meet another's, and every rule is checked with
+a principal of each kind.
+"""
 
 from __future__ import annotations
 
@@ -12,15 +18,31 @@ import pytest
 
 from arvis.store.migrate import upgrade
 from tests.support.adversarial.deployment import Deployment, deploy, shared_configs
+from tests.support.adversarial.identities import IDENTITIES, Credentials, IdentityKind
 from tests.support.adversarial.stubs import HostileStubs, hostile_stubs
 from tests.support.evidence import signing_key
+from tests.support.oidc import OidcProvider, running_provider
 from tests.support.postgres import create_database, drop_database
 from tests.support.slack import SlackStandIn, slack_stand_in
 
 
 @pytest.fixture(scope="package")
-def adversarial_database(pg_server_url: str) -> Iterator[str]:
-    url = create_database(pg_server_url, prefix="arvis_adv")
+def identity_provider() -> Iterator[OidcProvider]:
+    """The package's OpenID provider, whose tokens the ``jwt`` identity kind presents."""
+    with running_provider() as idp:
+        yield idp
+
+
+@pytest.fixture(scope="package", params=IDENTITIES, ids=lambda kind: kind.name)
+def credentials(request: pytest.FixtureRequest, identity_provider: OidcProvider) -> Credentials:
+    """How this run of the package's principals authenticate (a row of IDENTITIES)."""
+    kind: IdentityKind = request.param
+    return Credentials(kind, identity_provider)
+
+
+@pytest.fixture(scope="package")
+def adversarial_database(pg_server_url: str, credentials: Credentials) -> Iterator[str]:
+    url = create_database(pg_server_url, prefix=f"arvis_adv_{credentials.kind.name}")
     try:
         upgrade(url)
         yield url
@@ -29,8 +51,10 @@ def adversarial_database(pg_server_url: str) -> Iterator[str]:
 
 
 @pytest.fixture(scope="package")
-def stubs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostileStubs]:
-    with hostile_stubs(tmp_path_factory.mktemp("stubs")) as running:
+def stubs(
+    tmp_path_factory: pytest.TempPathFactory, credentials: Credentials
+) -> Iterator[HostileStubs]:
+    with hostile_stubs(tmp_path_factory.mktemp(f"stubs-{credentials.kind.name}")) as running:
         yield running
 
 
@@ -53,12 +77,18 @@ def deployment(
     stubs: HostileStubs,
     signing: tuple[Path, Path],
     slack_api: SlackStandIn,
+    credentials: Credentials,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Deployment]:
     config, lite = shared_configs(stubs, slack_api.url)
     settings = {"signing_key_file": signing[0]}
     data_dir = tmp_path_factory.mktemp("arvis")
     with deploy(
-        adversarial_database, data_dir, stubs, config, lite_config=lite, settings=settings
+        adversarial_database,
+        data_dir,
+        stubs,
+        credentials.trusted(config),
+        lite_config=credentials.trusted(lite),
+        settings=settings,
     ) as deployed:
-        yield deployed
+        yield credentials.held_by(deployed)

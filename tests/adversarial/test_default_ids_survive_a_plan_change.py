@@ -17,6 +17,7 @@ import pytest
 from tests.support.adversarial.answers import Answer
 from tests.support.adversarial.deployment import Deployment, config_text, deploy
 from tests.support.adversarial.entrypoints import McpDriver
+from tests.support.adversarial.identities import Credentials
 from tests.support.adversarial.stubs import HostileStubs
 from tests.support.adversarial.toolkinds import APP, BUILTIN, HTTP, ToolKind, http_tool_toml
 
@@ -54,12 +55,16 @@ async def _calls(deployment: Deployment, who: str, *, uncertain: bool) -> dict[s
 
 @pytest.fixture(scope="module")
 async def lives(
-    database_url: str, stubs: HostileStubs, tmp_path_factory: pytest.TempPathFactory
+    database_url: str,
+    stubs: HostileStubs,
+    credentials: Credentials,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Lives:
     data_dir = tmp_path_factory.mktemp("arvis-lives")
-    first_plan = config_text(stubs, (BUILTIN, APP, HTTP))
+    first_plan = credentials.trusted(config_text(stubs, (BUILTIN, APP, HTTP)))
     second_plan = first_plan + "\n" + http_tool_toml("web.added", stubs.http_url("ok"))
-    with deploy(database_url, data_dir, stubs, first_plan) as first:
+    with deploy(database_url, data_dir, stubs, first_plan) as deployed:
+        first = credentials.held_by(deployed)
         before = await _calls(first, AGENT, uncertain=True)
         tokens = first.tokens
     with deploy(database_url, data_dir, stubs, second_plan, tokens=tokens) as second:

@@ -15,6 +15,7 @@ import pytest
 
 from tests.support.adversarial.deployment import Deployment, config_text, deploy
 from tests.support.adversarial.entrypoints import EntryPoint, offering
+from tests.support.adversarial.identities import Credentials
 from tests.support.adversarial.stubs import HostileStubs
 from tests.support.adversarial.toolkinds import BUILTIN
 
@@ -42,7 +43,10 @@ SPELLINGS = ["secrets/keys", "./secrets/keys", ".//secrets/keys", "././secrets/.
 
 @pytest.fixture(scope="module")
 def deployment(
-    database_url: str, stubs: HostileStubs, tmp_path_factory: pytest.TempPathFactory
+    database_url: str,
+    stubs: HostileStubs,
+    credentials: Credentials,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Deployment]:
     data_dir = tmp_path_factory.mktemp("arvis-cedar")
     (data_dir / "policies").mkdir()
@@ -51,8 +55,8 @@ def deployment(
     (data_dir / "sandbox" / "secrets" / "keys").write_text(SECRET)
     (data_dir / "sandbox" / "public.txt").write_text("hello")
     config = config_text(stubs, (BUILTIN,), policy=CEDAR)
-    with deploy(database_url, data_dir, stubs, config) as deployed:
-        yield deployed
+    with deploy(database_url, data_dir, stubs, credentials.trusted(config)) as deployed:
+        yield credentials.held_by(deployed)
 
 
 def _cell(entry: EntryPoint, spelling: str) -> str:

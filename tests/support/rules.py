@@ -17,7 +17,7 @@ from typing import Any
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.context import AuthorizedEffectContext
 from arvis.domain.definitions import Effect, ReplaySafety, ToolDefinition
-from arvis.domain.identity import Identity
+from arvis.domain.identity import Actor, AuthMethod, Identity
 from arvis.domain.ids import (
     CausalId,
     ConfirmationId,
@@ -220,6 +220,8 @@ def sealed_context(request: AdmissionRequest, identity: Identity) -> AuthorizedE
         auth_method=identity.method,
         key_id=identity.key_id,
         roles=identity.roles,
+        issuer=identity.issuer,
+        actor=identity.actor,
         run_id=request.run_id,
         causal_id=request.causal_id,
         plan_id=request.plan_id,
@@ -351,3 +353,10 @@ class History:
             read_at=self.read_at,
             owner=self.owner,
         )
+
+
+def acting_for(person: str, actor: str | None, *, method: AuthMethod = "oidc") -> Identity:
+    """``person`` of acme as an agent ``actor`` presents them (None: the person itself)."""
+    agent = None if actor is None else Actor(principal_id=PrincipalId(actor), method=method)
+    update = {"principal_id": PrincipalId(person), "method": "oidc", "key_id": None}
+    return AGENT.model_copy(update={**update, "actor": agent})

@@ -33,11 +33,14 @@ ALLOWED: dict[str, set[str]] = {
     # Adapters: inward only, never one another.
     "store": {*CORE, "store"},
     "providers": {"domain", "providers"},
+    # Who is calling: API keys (through the key store's port), JWTs of trusted issuers,
+    # delegation. What the HTTP adapters, the console and the CLI share of identity.
+    "identity": {"domain", "identity"},
     # What the HTTP adapters share: identity extraction, problems, metrics, middleware.
-    "web": {*CORE, "config", "kernel", "web"},
-    "api": {*CORE, "config", "kernel", "web", "api"},
-    "mcp": {*CORE, "config", "kernel", "web", "mcp"},
-    "console": {*CORE, "config", "kernel", "web", "console"},
+    "web": {*CORE, "config", "kernel", "identity", "web"},
+    "api": {*CORE, "config", "kernel", "identity", "web", "api"},
+    "mcp": {*CORE, "config", "kernel", "identity", "web", "mcp"},
+    "console": {*CORE, "config", "kernel", "identity", "web", "console"},
     # The client ships to agent runtimes: of the server, only the error base class.
     "client": {"domain", "client"},
     "integrations": {"client", "integrations"},
@@ -55,14 +58,14 @@ ALLOWED: dict[str, set[str]] = {
     # services entry points use, and the instance's life).
     "bootstrap": {
         *{*CORE, "config", "store", "telemetry", "evidence", "webhooks", "deployment"},
-        *{"kernel", "bootstrap", "slack"},
+        *{"identity", "kernel", "bootstrap", "slack"},
     },
     "deployment": {*CORE, *{"config", "store", "providers", "telemetry", "evidence", "slack"}},
-    "kernel": {*CORE, "config", "store", "telemetry", "evidence", "webhooks", "slack"},
+    "kernel": {*CORE, "config", "store", "telemetry", "evidence", "webhooks", "identity", "slack"},
     # The ASGI app: mounts the v1 routes, /mcp and /console on one kernel.
     "serving": {
-        *{*CORE, "config", "bootstrap", "kernel", "web", "api", "mcp", "console", "serving"},
-        "slack",
+        *{*CORE, "config", "bootstrap", "kernel", "identity", "web", "api", "mcp", "console"},
+        *{"serving", "slack"},
     },
     # The arvis command is the process itself: it migrates the store, manages keys
     # (through the composition root's administration), starts the HTTP server (serving)
@@ -70,7 +73,7 @@ ALLOWED: dict[str, set[str]] = {
     # remote mode it is a client of a served ARVIS, through the client agents use.
     "cli": {
         *{*CORE, "config", "bootstrap", "deployment", "kernel", "store", "providers", "web"},
-        *{"serving", "evidence", "client", "cli"},
+        *{"serving", "evidence", "identity", "client", "cli"},
     },
     "__main__": {"cli"},
 }

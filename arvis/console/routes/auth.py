@@ -11,7 +11,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from arvis.console import sessions
 from arvis.console.deps import Form, User
 from arvis.console.web import ConsoleRoute, read_form, render
-from arvis.web.identity import ForbiddenRole, KernelDep, Unauthenticated
+from arvis.identity.errors import ForbiddenRole, IdentityRefusal
+from arvis.web.identity import KernelDep
 
 router = APIRouter(route_class=ConsoleRoute)
 
@@ -94,10 +95,10 @@ async def sign_in(request: Request, kernel: KernelDep) -> Response:
     response = RedirectResponse("/console", 303)
     try:
         await sessions.sign_in(kernel, request, response, form.get("api_key", ""))
-    except Unauthenticated:
-        return _sign_in_page(request, next_page, error="That API key was not accepted.", status=401)
     except ForbiddenRole as exc:
         return _sign_in_page(request, next_page, error=exc.message, status=403)
+    except IdentityRefusal:
+        return _sign_in_page(request, next_page, error="That API key was not accepted.", status=401)
     if next_page is not None:
         response.headers["location"] = next_page
     return response

@@ -96,8 +96,8 @@ class ResolutionService:
         """
         found = await self.uncertain(resolver.tenant_id, run_id, key, attempt)
         requested = requested_by(found.entry)
-        if not self.allow_self_resolution and resolver.same_principal(
-            found.entry.tenant_id, requested
+        if not self.allow_self_resolution and resolver.took_part(
+            found.entry.tenant_id, requested, acted_by(found.entry)
         ):
             raise SelfResolution(
                 "the principal whose call it was may not resolve it; another operator must"
@@ -240,7 +240,9 @@ class ResolutionService:
             and resolver.in_any_group(consent.approver_groups)
             and (
                 self.allow_self_resolution
-                or not resolver.same_principal(consent.tenant_id, consent.requested_by)
+                or not resolver.took_part(
+                    consent.tenant_id, consent.requested_by, consent.requested_actor
+                )
             )
         )
 
@@ -268,3 +270,9 @@ def tool_of(entry: JournalEntry) -> str:
 def requested_by(entry: JournalEntry) -> str:
     context = getattr(entry.artifact, "context", None)
     return "" if context is None else str(context.principal_id)
+
+
+def acted_by(entry: JournalEntry) -> str | None:
+    """The agent that made the call for its principal, when one did."""
+    context = getattr(entry.artifact, "context", None)
+    return None if context is None else context.actor_id

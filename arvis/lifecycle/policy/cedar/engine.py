@@ -97,6 +97,7 @@ class CedarPolicy:
                 context.roles,
                 context.auth_method,
                 context.key_id,
+                context.issuer,
                 context.plan_id,
                 definition.name,
                 definition.fingerprint,
@@ -198,6 +199,8 @@ class CedarPolicy:
         }
         if context.key_id is not None:
             principal_attrs["key_id"] = context.key_id
+        if context.issuer is not None:
+            principal_attrs["issuer"] = context.issuer
         value = payload.value
         cedar_context: dict[str, Any] = {
             "run_id": context.run_id,
@@ -209,6 +212,14 @@ class CedarPolicy:
             else {},
             "time": {"__extn": {"fn": "datetime", "arg": _instant(query.now)}},
         }
+        if context.actor is not None:
+            actor: dict[str, str] = {
+                "id": context.actor.principal_id,
+                "auth_method": context.actor.method,
+            }
+            if context.actor.key_id is not None:
+                actor["key_id"] = context.actor.key_id
+            cedar_context["actor"] = actor
         host = self._egress_host(definition, payload, query.destination)
         if host is not None:
             cedar_context["egress_host"] = host

@@ -56,6 +56,8 @@ CedarType = str | SetOf | Record
 """A scalar name of :data:`SCALARS`, a set, or a record."""
 
 EMPTY = Record(())
+ACTOR = Record((("auth_method", "String"), ("id", "String"), ("key_id", "String")))
+"""``context.actor``: the agent acting for the principal."""
 
 
 class ConversionError(ValueError):
@@ -155,11 +157,21 @@ namespace Arvis {
 
   // Who asks: the authenticated principal (its id is the principal id, which is
   // unique only within a tenant: scope policies by tenant).
+  // A person an agent acts for is the principal; the agent is context.actor.
   entity Principal in [Tenant] = {
     tenant: String,
     roles: Set<String>,         // "agent", "approver", "auditor", "admin"
-    auth_method: String,        // "api_key", "development", "anonymous", "slack"
+    auth_method: String,        // "api_key", "oidc" (a JWT), "development", "anonymous", "slack"
     key_id?: String,            // the API key's public id
+    issuer?: String,            // the OpenID Connect issuer of a JWT principal
+  };
+
+  // The agent acting for the principal (RFC 8693 act, or an agent's key presenting the
+  // person's token): forbid by it with  context has actor && context.actor.id == "…"
+  type Actor = {
+    id: String,
+    auth_method: String,        // how the agent authenticated: "api_key" or "oidc"
+    key_id?: String,            // the agent's API key id, when it used one
   };
 
   // What would run: a tool of the run's plan (its id is the tool name).
@@ -186,6 +198,7 @@ namespace Arvis {
       payload: Payload,
       egress_host?: String,     // the host a network tool would reach, normalised
       time: datetime,           // when admission decides (UTC)
+      actor?: Actor,            // set only when an agent acts for the principal
     },
   };
 }
@@ -196,6 +209,7 @@ def context_type(payload: Record) -> Record:
     """The action's context as a record (what ``has`` tests are checked against)."""
     return Record(
         (
+            ("actor", ACTOR),
             ("attempt", "Long"),
             ("causal_id", "String"),
             ("egress_host", "String"),
