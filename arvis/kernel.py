@@ -33,6 +33,7 @@ from arvis.lifecycle.recovery import RecoveryRuntime, RecoverySweeper
 from arvis.lifecycle.replay import ReplayService
 from arvis.lifecycle.syscalls import SyscallHandler
 from arvis.store.database import PgStore
+from arvis.store.keycache import RevocationListener
 from arvis.store.keys import PgKeyStore
 from arvis.store.outbox import PgOutbox
 from arvis.store.sessions import PgSessionStore
@@ -116,10 +117,14 @@ class Kernel:
     recovery: RecoveryRuntime | None = None
     chores: Chores = field(default_factory=Chores)
     """The kernel's own periodic work: the expiry sweep, the deliverer, the idle checkpointer."""
+    key_listener: RevocationListener | None = None
+    """Listens for key revocations while the kernel runs: only then are keys cached."""
 
     async def start(self) -> None:
         """Claim this process's lease, settle what earlier lives left behind, and
         keep beating and sweeping (DESIGN §6). Nothing is admitted before this."""
+        self.key_listener = self.keys.listener()
+        await self.key_listener.start()
         chores: list[Chore] = [(self.settings.sweep_interval_s, self.lifecycle.consent.expire_due)]
         interval = self.deliverer.notifications.config.interval_s
         chores.append((interval, self.deliverer.deliver_once))
@@ -153,6 +158,8 @@ class Kernel:
             # show those entries as not witnessed.
             await feed.drain(self.settings.shutdown_grace_s)
             feed.abandon()
+        if self.key_listener is not None:
+            await self.key_listener.stop()
         await self.resources.aclose()
         if self.tracing is not None:
             # Flushing may wait on the collector: never on the event loop.
