@@ -115,37 +115,38 @@ class Statements:
     ) -> None:
         self.conn.close()
 
+    @classmethod
+    def admit_args(cls, n: int, tag: str = "st") -> tuple[object, ...]:
+        """``arvis_admit``'s arguments for the ``n``-th echo call (a run every 500)."""
+        return (
+            "bench",
+            f"{tag}-run-{n // 500}",
+            cls.PLAN,
+            f"c-{n}",
+            f"{n:064x}",
+            "echo",
+            "d" * 64,
+            1,
+            f"int_{tag}_{n}",
+            f"cap_{tag}_{n}",
+            '{"n":1,"text":"hello"}',
+            "c" * 64,
+            cls.CONTEXT,
+            "i/1",
+            None,
+            False,
+            None,
+            cls.POLICY,
+            None,
+        )
+
     def pairs(self, count: int) -> list[float]:
         samples: list[float] = []
-        digest = "d" * 64
         for _ in range(count):
             n = next(self._numbers)
             run, key, intent = f"st-run-{n // 500}", f"{n:064x}", f"int_st_{n}"
             start = time.perf_counter()
-            admitted = self.conn.execute(
-                ADMIT_SQL,
-                (
-                    "bench",
-                    run,
-                    self.PLAN,
-                    f"c-{n}",
-                    key,
-                    "echo",
-                    digest,
-                    1,
-                    intent,
-                    f"cap_st_{n}",
-                    '{"n":1,"text":"hello"}',
-                    "c" * 64,
-                    self.CONTEXT,
-                    "i/1",
-                    None,
-                    False,
-                    None,
-                    self.POLICY,
-                    None,
-                ),
-            )
+            admitted = self.conn.execute(ADMIT_SQL, self.admit_args(n))
             if (row := admitted.fetchone()) is None or row[0] != "admitted":
                 raise RuntimeError(f"arvis_admit answered {row}")
             journaled = self.conn.execute(
