@@ -283,6 +283,7 @@ def _httpfloor(server: Server, sizes: Sizes, peer: DbosPeer | None, mode: str) -
             peer=peer,
             dbos_workflows=sizes.dbos_threaded,
             cost_requests=300 if quick else 2000,
+            settle_s=1.0 if quick else 10.5,
         ),
         "cpu": asyncio.run(
             measure_cpu_floor(url, floor_url, rounds=sizes.rounds, calls=sizes.kernel_syscalls)
