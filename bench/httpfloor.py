@@ -64,12 +64,10 @@ class FloorApp:
         if scope["path"] == "/readyz":
             await _answer(send, b'{"status":"ready"}')
             return
-        body = b""
-        while True:
+        body, more = b"", True
+        while more:
             message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+            body, more = body + message.get("body", b""), message.get("more_body", False)
         request = json.loads(body)
         assert self.pool is not None
         await two_inserts(self.pool, next(self.numbers))

@@ -35,10 +35,9 @@ from bench.httpbench import (
     create_agent_key,
     run_load,
     serve,
+    served,
     vacuuming,
 )
-from bench.httpbench import _free_port as free_port
-from bench.httpbench import _wait_ready as wait_ready
 from bench.httpfloor import open_pool, two_inserts
 from bench.kernel import open_kernel
 from bench.peer_dbos import DbosPeer
@@ -54,27 +53,14 @@ SETTLE_S = 10.5
 
 @contextmanager
 def serve_floor(url: str, workers: int = 2) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    port = free_port()
-    log = tempfile.NamedTemporaryFile(prefix="arvis-bench-floor-", suffix=".log", delete=False)  # noqa: SIM115
-    server = subprocess.Popen(
-        [sys.executable, "-m", "bench.httpfloor", url, str(port), str(workers)],
+    """The HTTP floor (bench/httpfloor.py) with ``workers`` workers, once ready."""
+    with served(
+        lambda port: [sys.executable, "-m", "bench.httpfloor", url, str(port), str(workers)],
+        {**os.environ, "PYTHONPATH": str(ROOT)},
+        "floor",
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_ready(base, server, Path(log.name))
-        yield base, server
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        log.close()
+    ) as running:
+        yield running
 
 
 def serve_cpu_s(pid: int) -> float:
