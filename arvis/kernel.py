@@ -34,6 +34,7 @@ from arvis.lifecycle.recovery import RecoveryRuntime, RecoverySweeper
 from arvis.lifecycle.replay import ReplayService
 from arvis.lifecycle.syscalls import SyscallHandler
 from arvis.store.database import PgStore
+from arvis.store.keycache import RevocationListener
 from arvis.store.keys import PgKeyStore
 from arvis.store.outbox import PgOutbox
 from arvis.store.sessions import PgSessionStore
@@ -123,10 +124,14 @@ class Kernel:
     """Approvals in Slack (``[slack]``); None when the section is absent."""
     chores: Chores = field(default_factory=Chores)
     """The kernel's own periodic work: the expiry sweep, the deliverer, the idle checkpointer."""
+    key_listener: RevocationListener | None = None
+    """Listens for key revocations while the kernel runs: only then are keys cached."""
 
     async def start(self) -> None:
         """Claim this process's lease, settle what earlier lives left behind, and
         keep beating and sweeping (DESIGN §6). Nothing is admitted before this."""
+        self.key_listener = self.keys.listener()
+        await self.key_listener.start()
         chores: list[Chore] = [(self.settings.sweep_interval_s, self.lifecycle.consent.expire_due)]
         notifications = self.deliverer.notifications
         # Without a webhook there is nobody to deliver to: the outbox is not polled (its
@@ -164,6 +169,8 @@ class Kernel:
             await feed.drain(self.settings.shutdown_grace_s)
             feed.abandon()
         await self.keys.settle_touches()
+        if self.key_listener is not None:
+            await self.key_listener.stop()
         await self.resources.aclose()
         if self.tracing is not None:
             # Flushing may wait on the collector: never on the event loop.

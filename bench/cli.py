@@ -17,10 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from arvis.store.migrate import upgrade
+from bench.cuts import measure_key_lookup, measure_statement_paths
 from bench.evidence import measure_evidence
 from bench.evidence import render as render_evidence
 from bench.growth import measure_growth
 from bench.httpbench import measure_http
+from bench.httpprofile import measure_http_profile
+from bench.httpside import measure_cpu_floor, measure_http_floor
+from bench.httpside import render as render_httpside
 from bench.peer_dbos import DbosPeer, PeerUnavailable
 from bench.pg import Server, choose_server
 from bench.policies import measure_policies
@@ -82,12 +86,25 @@ def main() -> None:
         print(render_evidence(results["evidence"]))
     if "served" in results:
         print(render_served(results["served"]))
+    if "httpfloor" in results:
+        print(render_httpside(results["httpfloor"]))
     print(f"\nwritten: {RESULTS / 'latest.json'}")
     if results["failures"]:
         sys.exit(1)
 
 
-FIGURES = ("sidebyside", "roundtrips", "profile", "writeset", "http", "growth", "policies")
+FIGURES = (
+    "sidebyside",
+    "roundtrips",
+    "profile",
+    "writeset",
+    "http",
+    "httpfloor",
+    "httpprofile",
+    "cuts",
+    "growth",
+    "policies",
+)
 # Figures 8 and 9 (docs/deploy.md, docs/scaling.md) run only when named: --only startup scaling.
 DEPLOY_FIGURES = ("startup", "scaling")
 # Figure 11 (issue 19: checkpoints and the witness) and figure 12 (issue 23: what is served
@@ -112,7 +129,7 @@ def run(sizes: Sizes, mode: str, only: set[str]) -> dict[str, Any]:
         results["postgres"] = server.info()
         url = server.create_database("main")
         upgrade(url)
-        if only & {"sidebyside", "http"}:
+        if only & {"sidebyside", "http", "httpfloor"}:
             try:
                 peer = DbosPeer(server.create_database("dbos"))
             except PeerUnavailable as exc:
@@ -141,6 +158,18 @@ def run(sizes: Sizes, mode: str, only: set[str]) -> dict[str, Any]:
             "profile": lambda: asyncio.run(profile_kernel(url, sizes.profile_syscalls, RESULTS)),
             "writeset": lambda: _writeset(server, sizes),
             "http": lambda: _http(server, sizes, peer),
+            "httpfloor": lambda: _httpfloor(server, sizes, peer, mode),
+            "httpprofile": lambda: _httpprofile(server, sizes),
+            "cuts": lambda: {
+                "key_lookup": asyncio.run(
+                    measure_key_lookup(url, rounds=sizes.rounds, lookups=sizes.kernel_syscalls)
+                ),
+                "statement_paths": asyncio.run(
+                    measure_statement_paths(
+                        url, rounds=sizes.rounds, statements=sizes.kernel_syscalls
+                    )
+                ),
+            },
             "growth": lambda: _growth(server, sizes),
             "startup": lambda: _startup(server, mode),
             "scaling": lambda: _scaling(server, mode),
@@ -237,6 +266,37 @@ def _http(server: Server, sizes: Sizes, peer: DbosPeer | None) -> dict[str, Any]
     )
 
 
+def _httpfloor(server: Server, sizes: Sizes, peer: DbosPeer | None, mode: str) -> dict[str, Any]:
+    """Figure 17 (issue 25): ARVIS over HTTP beside the HTTP floor, and the in-process
+    CPU of a governed call beside the same two INSERTs'."""
+    url = server.create_database("httpside")
+    upgrade(url)
+    floor_url = server.create_database("httpside_floor")
+    quick = mode == "quick"
+    return {
+        "http": measure_http_floor(
+            url,
+            floor_url,
+            requests=sizes.http_requests,
+            rounds=sizes.rounds,
+            per_agent=3 if quick else 10,
+            peer=peer,
+            dbos_workflows=sizes.dbos_threaded,
+            cost_requests=300 if quick else 2000,
+            settle_s=1.0 if quick else 10.5,
+        ),
+        "cpu": asyncio.run(
+            measure_cpu_floor(url, floor_url, rounds=sizes.rounds, calls=sizes.kernel_syscalls)
+        ),
+    }
+
+
+def _httpprofile(server: Server, sizes: Sizes) -> dict[str, Any]:
+    url = server.create_database("httpprofile")
+    upgrade(url)
+    return measure_http_profile(url, sizes.profile_syscalls, RESULTS)
+
+
 def _startup(server: Server, mode: str) -> dict[str, Any]:
     url = server.create_database("startup")
     upgrade(url)
@@ -271,6 +331,8 @@ def _ratios(r: dict[str, Any]) -> dict[str, Any]:
         return round(a / b, 3) if a and b else None
 
     http32 = next((x for x in get("http", "load") or [] if x["concurrency"] == 32), None)
+    side = get("httpfloor", "http") or {}
+    dbos8 = get("httpfloor", "http", "dbos", "threads_8")
     kernel_p50 = get("kernel", "syscall", "p50_ms")
     growth = get("growth", "points") or []
     return {
@@ -293,6 +355,28 @@ def _ratios(r: dict[str, Any]) -> dict[str, Any]:
         "http_c1_p50_over_floor_p50": get(
             "http", "sequential_beside_floor", "http_c1_p50_over_floor_p50"
         ),
+        # Figure 17 (issue 25): ARVIS over HTTP beside the HTTP floor, in one run.
+        "http_c1_p50_over_http_floor_p50": get(
+            "httpfloor", "http", "median_round", "c1_p50_over_floor"
+        ),
+        "http_c32_throughput_over_http_floor_c32": get(
+            "httpfloor", "http", "median_round", "c32_throughput_over_floor"
+        ),
+        "http_c32_throughput_over_dbos_8_threads_same_run": div(
+            get("httpfloor", "http", "arvis", "c32", "throughput_per_s"), dbos8
+        ),
+        "http_server_cpu_per_call_over_http_floor_c1": div(
+            get("httpfloor", "http", "arvis", "c1", "server_cpu_ms_per_call"),
+            get("httpfloor", "http", "floor", "c1", "server_cpu_ms_per_call"),
+        ),
+        "kernel_cpu_per_call_over_async_floor_cpu": get(
+            "httpfloor", "cpu", "kernel_cpu_over_floor_cpu"
+        ),
+        "commits_per_governed_call_c32": get(
+            "httpfloor", "http", "database_cost_c32", "arvis", "commits_per_call"
+        )
+        if side
+        else None,
         "growth_largest_p50_over_empty_p50": growth[-1]["p50_vs_empty"] if growth else None,
         "kernel_client_cpu_over_dbos_client_cpu": div(
             get("kernel", "client_cpu_ms_per_syscall"), get("peer", "client_cpu_ms_per_workflow")

@@ -115,34 +115,37 @@ class Statements:
     ) -> None:
         self.conn.close()
 
+    @classmethod
+    def admit_args(cls, n: int, tag: str = "st") -> tuple[object, ...]:
+        """The admission statement's arguments for the ``n``-th echo call (a run every
+        500): the tenant and a batch of one item (issue 25), as a lone governed call
+        sends it."""
+        item = {
+            "run": f"{tag}-run-{n // 500}",
+            "plan": cls.PLAN,
+            "causal": f"c-{n}",
+            "idempotency_key": f"{n:064x}",
+            "tool": "echo",
+            "digest": "d" * 64,
+            "attempt": 1,
+            "intent": f"int_{tag}_{n}",
+            "capability": f"cap_{tag}_{n}",
+            "payload": '{"n":1,"text":"hello"}',
+            "commitment": "c" * 64,
+            "context": cls.CONTEXT,
+            "owner": "i/1",
+            "reserve": False,
+            "policy": cls.POLICY,
+        }
+        return ("bench", json.dumps([item], separators=(",", ":")))
+
     def pairs(self, count: int) -> list[float]:
         samples: list[float] = []
-        digest = "d" * 64
         for _ in range(count):
             n = next(self._numbers)
             run, key, intent = f"st-run-{n // 500}", f"{n:064x}", f"int_st_{n}"
             start = time.perf_counter()
-            item = {
-                "run": run,
-                "plan": self.PLAN,
-                "causal": f"c-{n}",
-                "idempotency_key": key,
-                "tool": "echo",
-                "digest": digest,
-                "attempt": 1,
-                "intent": intent,
-                "capability": f"cap_st_{n}",
-                "payload": '{"n":1,"text":"hello"}',
-                "commitment": "c" * 64,
-                "context": self.CONTEXT,
-                "owner": "i/1",
-                "reserve": False,
-                "policy": self.POLICY,
-            }
-            # A batch of one item (issue 25), as a lone governed call sends it.
-            admitted = self.conn.execute(
-                ADMIT_SQL, ("bench", json.dumps([item], separators=(",", ":")))
-            )
+            admitted = self.conn.execute(ADMIT_SQL, self.admit_args(n))
             if (row := admitted.fetchone()) is None or row[0] != "admitted":
                 raise RuntimeError(f"arvis_admit answered {row}")
             journaled = self.conn.execute(

@@ -10,7 +10,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -205,14 +205,33 @@ def create_agent_key(env: dict[str, str], tenant: str = "bench") -> tuple[str, s
 
 @contextmanager
 def serve(env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``arvis serve --workers 2`` on a free port: its base URL and process, once ready."""
+    with served(
+        lambda port: [
+            str(ARVIS),
+            "serve",
+            "--workers",
+            "2",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        env,
+        "serve",
+    ) as running:
+        yield running
+
+
+@contextmanager
+def served(
+    argv: Callable[[int], list[str]], env: dict[str, str], tag: str, cwd: Path | None = None
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A server process (``argv`` for a free port) that answers ``/readyz`` on 127.0.0.1,
+    its output in a log file; terminated (killed if need be) on exit."""
     port = _free_port()
-    log = tempfile.NamedTemporaryFile(prefix="arvis-bench-serve-", suffix=".log", delete=False)  # noqa: SIM115
-    server = subprocess.Popen(
-        [str(ARVIS), "serve", "--workers", "2", "--host", "127.0.0.1", "--port", str(port)],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    log = tempfile.NamedTemporaryFile(prefix=f"arvis-bench-{tag}-", suffix=".log", delete=False)  # noqa: SIM115
+    server = subprocess.Popen(argv(port), env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(base, server, Path(log.name))
@@ -220,7 +239,7 @@ def serve(env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     finally:
         server.terminate()
         try:
-            server.wait(timeout=20)
+            server.wait(timeout=30)
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()

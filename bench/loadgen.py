@@ -107,6 +107,7 @@ async def load(
         "latency": summary_ms(latencies),
         "errors": len(errors),
         "error_samples": errors[:3],
+        "cpu_s": time.process_time(),  # the load client's own CPU, start-up included
     }
     if samples:  # for pooling blocks of one figure (bench/httpbench.py)
         result["latencies_s"] = [round(x, 6) for x in latencies]

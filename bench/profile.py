@@ -12,7 +12,10 @@ from bench.roundtrips import WireTrace
 
 # First match wins: a frame's self time is charged to the library it runs in.
 CATEGORIES = (
-    ("await (waiting on PostgreSQL / event loop idle)", ("[await]", "selectors.py", "select.py")),
+    (
+        "await (waiting on PostgreSQL / event loop idle)",
+        ("[await]", "selectors.py", "select.py", "asyncio/runners.py"),
+    ),
     ("waiting on PostgreSQL (socket wait in psycopg)", ("/psycopg/waiting.py",)),
     ("psycopg (driver)", ("/psycopg/", "/psycopg_binary/", "psycopg_c")),
     ("greenlet (SQLAlchemy's async bridge)", ("greenlet", "switch")),
@@ -24,7 +27,13 @@ CATEGORIES = (
     ),
     ("rfc8785 + hashlib (canonical JSON, digests)", ("/rfc8785/", "hashlib", "_hashlib")),
     ("json (encode/decode)", ("/json/",)),
-    ("asyncio (event loop, tasks)", ("/asyncio/",)),
+    ("asyncio (event loop, tasks)", ("/asyncio/", "uvloop")),
+    ("uvicorn + httptools (HTTP server)", ("/uvicorn/", "httptools")),
+    ("starlette + fastapi (routing, dependencies)", ("/starlette/", "/fastapi/")),
+    (
+        "arvis.web + arvis.serving + arvis.api (the HTTP edge)",
+        ("/arvis/web/", "/arvis/serving/", "/arvis/api/"),
+    ),
     ("arvis.store", ("/arvis/store/",)),
     ("arvis.lifecycle", ("/arvis/lifecycle/",)),
     ("arvis.tools", ("/arvis/tools/",)),
@@ -60,7 +69,7 @@ async def profile_kernel(url: str, count: int, out_dir: Path) -> dict[str, Any]:
         profiler.stop()
         wall = time.perf_counter() - start
     _write(out_dir, profiler)
-    shares = _by_library(profiler.last_session.root_frame())  # type: ignore[union-attr]
+    shares = by_library(profiler.last_session.root_frame())  # type: ignore[union-attr]
     unprofiled_ms = sum(plain) / count * 1000
     return {
         "syscalls": count,
@@ -76,12 +85,18 @@ async def profile_kernel(url: str, count: int, out_dir: Path) -> dict[str, Any]:
 
 def _write(out_dir: Path, profiler: Any) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
-    text = profiler.output_text(unicode=False, color=False, show_all=False)
+    text = profile_text(profiler)
     (out_dir / "kernel-profile.txt").write_text(text)
     (out_dir / "kernel-profile.html").write_text(profiler.output_html())
 
 
-def _by_library(root: Any) -> dict[str, float]:
+def profile_text(profiler: Any) -> str:
+    """The text profile, with this checkout's location left out (it is committed)."""
+    text: str = profiler.output_text(unicode=False, color=False, show_all=False)
+    return text.replace(str(Path(__file__).resolve().parent.parent) + "/", "")
+
+
+def by_library(root: Any) -> dict[str, float]:
     """Percent of sampled time by the library whose code was on top of the stack."""
     totals: dict[str, float] = defaultdict(float)
     stack = [root] if root is not None else []

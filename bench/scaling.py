@@ -37,10 +37,9 @@ from arvis.store.engine import libpq_url
 from bench.httpbench import (
     ARVIS,
     HttpUnavailable,
-    _free_port,
-    _wait_ready,
     create_agent_key,
     run_load,
+    served,
     vacuuming,
 )
 from bench.stats import ratio, summary_ms
@@ -95,22 +94,12 @@ def measure_scaling(
 
 @contextmanager
 def serve(env: dict[str, str], workers: int) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    port = _free_port()
-    log = tempfile.NamedTemporaryFile(prefix="arvis-bench-scaling-", suffix=".log", delete=False)  # noqa: SIM115
-    argv = [str(ARVIS), "serve", "--workers", str(workers), "--port", str(port)]
-    server = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        _wait_ready(base, server, Path(log.name))
-        yield base, server
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        log.close()
+    with served(
+        lambda port: [str(ARVIS), "serve", "--workers", str(workers), "--port", str(port)],
+        env,
+        "scaling",
+    ) as running:
+        yield running
 
 
 def _block(

@@ -59,8 +59,7 @@ def resolve(
     token = key_option or ""
     if not token:
         fail(
-            f"set {KEY_VARIABLE} to an approver's API key or token: the resolver is its"
-            " principal",
+            f"set {KEY_VARIABLE} to an approver's API key or token: the resolver is its principal",
             2,
         )
     server = remote(url, token)

@@ -4,7 +4,9 @@ Keys are identity administration, not part of a governed effect: creating, listi
 and revoking them are administration (:mod:`arvis.store.connections`). Finding a key is on
 every request's path, so the one lookup (:meth:`PgKeyStore.authenticated`, which
 the API, ``/mcp``, the console and the CLI all use) is one prepared statement on the
-lifecycle's pool.
+lifecycle's pool, or none while this process listens for revocations and has seen the
+key (:mod:`arvis.store.keycache`: no TTL; a revocation empties every listening
+process's cache before ``revoke`` returns).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import psycopg
 from sqlalchemy import text
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -26,8 +29,17 @@ from arvis.domain.apikeys import (
     parse_token,
     secret_matches,
 )
+from arvis.domain.errors import StoreUnavailable
 from arvis.domain.identity import Identity, Role
 from arvis.store.connections import translated
+from arvis.store.engine import libpq_url
+from arvis.store.keycache import (
+    ACK_CHANNEL,
+    CHANNEL,
+    LISTENER_NAME,
+    KeyCache,
+    RevocationListener,
+)
 from arvis.store.operations import PgOperations
 
 COLUMN_NAMES = (
@@ -57,18 +69,46 @@ _TOUCH = (
 _TOUCHED_KEPT = 10_000
 log = logging.getLogger(__name__)
 
+# One statement, so one transaction: the notification is sent if and only if the
+# revocation commits.
+_REVOKE = (
+    "WITH revoked AS (UPDATE api_keys SET revoked_at = now() WHERE key_id = %(k)s"
+    " AND revoked_at IS NULL AND (%(t)s::text IS NULL OR tenant_id = %(t)s)"
+    " RETURNING key_id)"
+    f" SELECT pg_notify('{CHANNEL}', key_id) FROM revoked"
+)
+# The processes whose caches must drop the key: every listener on this database.
+_LISTENERS = (
+    "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name = %s"
+)
+ACK_WAIT_S = 2.0
+"""How long a revocation waits for the listening processes to drop the key."""
+
 
 class PgKeyStore:
     """Creates, finds, lists and revokes API keys. Stores only secret hashes.
 
     ``pool``: the lifecycle's operations, whose prepared-statement pool the lookup
-    every request makes runs on."""
+    every request makes runs on. ``cache``: the keys this process has seen, trusted
+    only while its revocation listener runs (a fresh one is empty and closed)."""
 
-    def __init__(self, engine: AsyncEngine, pool: PgOperations) -> None:
+    def __init__(
+        self, engine: AsyncEngine, pool: PgOperations, cache: KeyCache | None = None
+    ) -> None:
         self._engine = engine
         self._pool = pool
         self._touched: dict[str, float] = {}
         self._touching: set[asyncio.Task[None]] = set()
+        self.cache = cache if cache is not None else KeyCache()
+
+    @property
+    def _url(self) -> str:
+        return libpq_url(self._engine.url.render_as_string(hide_password=False))
+
+    def listener(self) -> RevocationListener:
+        """This process's revocation listener, which keeps :attr:`cache` honest; the cache
+        is used only while it runs (``Kernel.start`` starts it)."""
+        return RevocationListener(self._url, self.cache)
 
     async def create(
         self,
@@ -116,6 +156,14 @@ class PgKeyStore:
         presented = parse_token(token) if token is not None else None
         if presented is None:
             return None
+        cached = self.cache.get(presented.key_id)
+        if cached is not None:
+            if not secret_matches(presented.secret, cached.secret_hash):
+                return None
+            if note_use:
+                self._note_use(presented.key_id)
+            return cached.identity
+        epoch = self.cache.epoch
         record = await self.get(presented.key_id)
         # Compare even when the key is unknown or revoked, so timing says nothing.
         matches = secret_matches(presented.secret, record.secret_hash if record else _NO_HASH)
@@ -123,6 +171,7 @@ class PgKeyStore:
             return None
         if note_use:
             self._note_use(record.key_id)
+        self.cache.put(record, epoch)
         return record.identity()
 
     def _note_use(self, key_id: str) -> None:
@@ -170,17 +219,59 @@ class PgKeyStore:
             )
         return [key_record(row) for row in rows]
 
-    async def revoke(self, key_id: str, tenant_id: str | None = None) -> bool:
-        """Revoke a key (of ``tenant_id`` when given); False when there is no such live key."""
-        async with translated(self._engine, write=True) as conn:
-            result = await conn.execute(
-                text(
-                    "UPDATE api_keys SET revoked_at = now() WHERE key_id = :k"
-                    " AND revoked_at IS NULL AND (cast(:t AS text) IS NULL OR tenant_id = :t)"
-                ),
-                {"k": key_id, "t": tenant_id},
+    async def revoke(
+        self, key_id: str, tenant_id: str | None = None, *, wait_s: float = ACK_WAIT_S
+    ) -> bool:
+        """Revoke a key (of ``tenant_id`` when given); False when there is no such live key.
+
+        The revocation notifies every process listening on this database in its own
+        transaction, and returns once each of them acknowledged that it dropped the key
+        from its cache (or after ``wait_s``, saying which did not, in the log): so the
+        next request with the key is refused by every worker."""
+        self.cache.evict((key_id,))
+        try:
+            async with await psycopg.AsyncConnection.connect(self._url, autocommit=True) as conn:
+                # Listening before the revocation commits: no acknowledgement is missed.
+                await conn.execute(f"LISTEN {ACK_CHANNEL}")
+                revoked = await (
+                    await conn.execute(_REVOKE, {"k": key_id, "t": tenant_id})
+                ).fetchone()
+                if revoked is None:
+                    return False
+                await _acknowledged(conn, key_id, wait_s)
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable("the database is unreachable") from exc
+        return True
+
+
+async def _acknowledged(conn: psycopg.AsyncConnection[Any], key_id: str, wait_s: float) -> None:
+    """Wait until every listener on the database acknowledged ``key_id``'s revocation.
+
+    Who must answer is asked again on every pass, so a listener that went away (its
+    process is gone, or it reconnects with an empty cache) is not waited for."""
+    acked: set[int] = set()
+    deadline = time.monotonic() + wait_s
+    while True:
+        rows = await (await conn.execute(_LISTENERS, (LISTENER_NAME,))).fetchall()
+        pending = {int(row[0]) for row in rows} - acked
+        remaining = deadline - time.monotonic()
+        if not pending:
+            return
+        if remaining <= 0:
+            log.warning(
+                "revoked key %s: %d listening process(es) did not confirm within %.1f s"
+                " (backend pids %s); each drops it when its listener catches up",
+                key_id,
+                len(pending),
+                wait_s,
+                sorted(pending),
             )
-        return int(result.rowcount) == 1
+            return
+        # Never break out of notifies(): the generator holds the connection's lock
+        # until it ends; stop_after ends it after the first batch.
+        async for note in conn.notifies(timeout=min(remaining, 0.25), stop_after=1):
+            if note.channel == ACK_CHANNEL and note.payload == key_id:
+                acked.add(note.pid)
 
 
 def key_record(data: Mapping[str, Any] | RowMapping) -> ApiKeyRecord:
