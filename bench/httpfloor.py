@@ -111,7 +111,7 @@ def create_app() -> FloorApp:
 
 
 def main(url: str, port: int, workers: int) -> None:
-    """Serve the floor as ``arvis serve`` serves ARVIS (arvis.serving.server.serve)."""
+    """Serve the floor as ``arvis serve`` serves ARVIS (arvis.serving.process.serve)."""
     import os
 
     import uvicorn

@@ -150,7 +150,7 @@ def _key_export(role: str, keys_file: Path) -> str:
 def _serve(
     settings: Settings, target: DatabaseTarget, *, host: str, port: int, workers: int
 ) -> None:
-    from arvis.serving import server
+    from arvis.serving import process
     from arvis.serving.metricsport import METRICS_HOST
     from arvis.web.logs import configure_json_logging
 
@@ -178,11 +178,11 @@ def _serve(
     if metrics is not None:
         fields["metrics_url"] = f"http://{METRICS_HOST}:{settings.metrics_port}/metrics"
     log.info("serving", extra={"fields": fields})
-    server.serve(settings, listener, workers=workers, metrics=metrics)
+    process.serve(settings, listener, workers=workers, metrics=metrics)
 
 
 def _listen(host: str, port: int) -> socket.socket:
-    from arvis.serving.server import listen
+    from arvis.serving.process import listen
 
     try:
         return listen(host, port)

@@ -82,7 +82,7 @@ def serve_turn(
 
 
 async def _serve(kernel: Kernel, metrics: ApiMetrics, host: str, port: int) -> Ending:
-    from arvis.serving.server import listen
+    from arvis.serving.process import listen
 
     try:
         listener = listen(host, port)

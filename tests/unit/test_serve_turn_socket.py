@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from arvis.serving.server import listen
+from arvis.serving.process import listen
 
 
 async def test_connections_accepted_by_a_turns_listener_have_nagle_off() -> None:
