@@ -14,6 +14,7 @@ import re
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal
 
 from arvis.domain.identity import Identity, Role
 from arvis.domain.ids import PrincipalId, TenantId
@@ -76,6 +77,11 @@ class ApiKeyRecord:
     @property
     def revoked(self) -> bool:
         return self.revoked_at is not None
+
+    @property
+    def state(self) -> Literal["active", "revoked"]:
+        """What the key listings say of it (``GET /v1/keys``, the console's Keys page)."""
+        return "revoked" if self.revoked else "active"
 
     def identity(self) -> Identity:
         """Who a request authenticated by this key is: the one mapping from a key to an

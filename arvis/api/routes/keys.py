@@ -24,17 +24,8 @@ KeyIdPath = Annotated[str, Path(pattern=KEY_ID_PATTERN, description="The key's i
 
 
 def key_out(record: ApiKeyRecord) -> ApiKeyOut:
-    return ApiKeyOut(
-        key_id=record.key_id,
-        tenant_id=record.tenant_id,
-        principal=record.principal,
-        roles=list(record.roles),
-        groups=list(record.groups),
-        state="revoked" if record.revoked else "active",
-        created_at=record.created_at,
-        revoked_at=record.revoked_at,
-        last_used_at=record.last_used_at,
-    )
+    """The listing of a key: its record's fields, never the secret's hash."""
+    return ApiKeyOut.model_validate(record, from_attributes=True)
 
 
 @router.get("/v1/keys", response_model=ApiKeysOut, responses=problem_responses(401, 403, 503))
