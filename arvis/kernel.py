@@ -133,11 +133,11 @@ class Kernel:
         self.key_listener = self.keys.listener()
         await self.key_listener.start()
         chores: list[Chore] = [(self.settings.sweep_interval_s, self.lifecycle.consent.expire_due)]
-        notifications = self.deliverer.notifications
-        # Without a webhook there is nobody to deliver to: the outbox is not polled (its
-        # events wait, PENDING, for a webhook declared later).
-        if notifications.webhooks:
-            chores.append((notifications.config.interval_s, self.deliverer.deliver_once))
+        # With no webhook and no other destination (Slack) there is nobody to deliver to:
+        # the outbox is not polled (its events wait, PENDING, for one declared later).
+        if self.deliverer.has_targets:
+            interval_s = self.deliverer.notifications.config.interval_s
+            chores.append((interval_s, self.deliverer.deliver_once))
         if self.checkpointer is not None and self.checkpointer.policy.idle_s:
             idle_s = self.checkpointer.policy.idle_s
             chores.append((max(0.1, idle_s / 2), self.checkpointer.checkpoint_idle))

@@ -48,6 +48,11 @@ class NotificationDeliverer:
         hooks = tuple(_WebhookTarget(self, hook) for hook in self.notifications.webhooks)
         self._targets = (*hooks, *self.destinations)
 
+    @property
+    def has_targets(self) -> bool:
+        """Whether anything takes events: a webhook, or another destination (Slack)."""
+        return bool(self._targets)
+
     async def deliver_once(self, *, limit: int = 50) -> int:
         """One pass: deliver what is due; answer how many events are done."""
         config = self.notifications.config

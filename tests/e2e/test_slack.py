@@ -20,6 +20,7 @@ import pytest
 
 from arvis.kernel import Kernel
 from tests.support import slack
+from tests.support.evidence import wait_for
 from tests.support.http import Api, serve_api
 
 pytestmark = pytest.mark.db
@@ -344,3 +345,28 @@ async def test_no_secret_reaches_the_logs(
     assert logged  # something was logged, and none of it is a secret
     assert slack.SIGNING_SECRET not in logged
     assert slack.BOT_TOKEN not in logged
+
+
+async def test_with_slack_and_no_webhook_the_background_pass_posts_the_request(
+    database_url: str, tmp_path: Path, stand_in: slack.SlackStandIn
+) -> None:
+    # No [[notify.webhooks]]: Slack alone is a destination, so the outbox is polled.
+    config = slack.config(stand_in.url, USERS) + POLICY.replace(
+        "interval_s = 600", "interval_s = 0.1"
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in slack.ENVIRONMENT.items():
+            patch.setenv(name, value)
+        async with serve_api(database_url, tmp_path, config=config) as served:
+            response = await served.syscall(
+                "files.write",
+                {"path": "slack/bg.txt", "content": "x"},
+                run_id="slack-bg",
+                causal_id="c1",
+            )
+            confirmation_id = response.json()["confirmation"]["id"]
+            await wait_for(
+                lambda: any(
+                    confirmation_id in json.dumps(m) for m in stand_in.of("chat.postMessage")
+                )
+            )
