@@ -145,15 +145,15 @@ async def test_governed_calls_of_two_tenants_run_on_their_workers(distributed: s
 async def _calls_of_two_tenants(harness: Harness, distributed: str) -> None:
     other = tenant_elsewhere(distributed, AGENT.tenant_id)
     agents = [AGENT, AGENT.model_copy(update={"tenant_id": TenantId(other)})]
-    before = function_calls(distributed, ["arvis_admit", "arvis_journal"])
+    before = function_calls(distributed, ["arvis_admit_batch", "arvis_journal_batch"])
     for n in range(6):
         identity = agents[n % 2]
         result = await harness.execute(
             "read", {"n": n}, run_id=f"r-{identity.tenant_id}", identity=identity
         )
         assert result.outcome == "executed"
-    after = function_calls(distributed, ["arvis_admit", "arvis_journal"])
-    for step in ("arvis_admit", "arvis_journal"):
+    after = function_calls(distributed, ["arvis_admit_batch", "arvis_journal_batch"])
+    for step in ("arvis_admit_batch", "arvis_journal_batch"):
         total = after[step].total - before[step].total
         down = after[step].pushed_down - before[step].pushed_down
         assert (total, down) == (6, 6), step

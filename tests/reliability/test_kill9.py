@@ -238,7 +238,7 @@ def test_sigkill_under_load_loses_nothing_and_runs_nothing_twice(
     if citus.SELECTED:
         # On Citus (make test-citus) every admission and append ran on the tenant's
         # worker, across kills and restarts: none fell back to the coordinator.
-        calls = function_calls(database_url, ["arvis_admit", "arvis_journal"])
+        calls = function_calls(database_url, ["arvis_admit_batch", "arvis_journal_batch"])
         report(f"kill-9 on Citus: {calls}")
         for step, counted in calls.items():
             assert counted.total > 0, step

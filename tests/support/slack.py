@@ -141,10 +141,15 @@ def click_body(
 
 
 def signed(
-    body: bytes, *, secret: str = SIGNING_SECRET, timestamp: int | None = None
+    body: bytes,
+    *,
+    secret: str = SIGNING_SECRET,
+    timestamp: int | None = None,
+    age_s: int = 0,
 ) -> dict[str, str]:
-    """Slack's headers for ``body``: signed by Slack's SDK with ``secret`` at ``timestamp``."""
-    at = str(int(time.time()) if timestamp is None else timestamp)
+    """Slack's headers for ``body``: signed by Slack's SDK with ``secret`` at ``timestamp``
+    (default: now, less ``age_s``; a negative age is a time in the future)."""
+    at = str(int(time.time()) - age_s if timestamp is None else timestamp)
     signature = SignatureVerifier(secret).generate_signature(timestamp=at, body=body)
     assert signature is not None
     return {

@@ -221,7 +221,7 @@ class ConsoleDriver(Driver):
 
     async def runs(self, who: str, containing: str) -> Done:
         async with httpx.AsyncClient(base_url=self.deployment.url, timeout=60) as http:
-            await sign_in(http, self.deployment.tokens[who])
+            await self._signed_in(http, who)
             response = await http.get("/console/runs", params={"q": containing})
         if response.status_code != 200:
             found = _DATA_CODE.search(response.text)
