@@ -79,15 +79,18 @@ async def run_lock_held(url: str, tenant: str, run: str) -> AsyncIterator[None]:
     """The run's lock held by another transaction until the block ends: every step of
     the run waits meanwhile. The lock is the row lock on the run's row (revision 0015):
     a run that has no row yet gets one in this transaction, uncommitted, so a step that
-    would create it waits on that insert; rolling back leaves the run as it was."""
+    would create it waits on that insert; rolling back leaves the run as it was (a
+    placeholder plan the row referred to stays in ``tool_plans``, bound to no run)."""
     conn = await psycopg.AsyncConnection.connect(libpq_url(url))
     try:
         # The row needs a plan to refer to, which may not be registered yet: one of the
-        # holder's own, gone with the rollback too.
+        # holder's own, committed first, so the holder's transaction writes no plan (on
+        # Citus every write of the reference table tool_plans waits for it otherwise).
         await conn.execute(
             "INSERT INTO tool_plans (plan_id, definitions) VALUES (repeat('f', 64), '{}')"
             " ON CONFLICT DO NOTHING"
         )
+        await conn.commit()
         await conn.execute(
             "INSERT INTO runs (tenant_id, run_id, plan_id, principal_id, journal_head)"
             " VALUES (%s, %s, repeat('f', 64), 'lock-holder', repeat('0', 64))"
