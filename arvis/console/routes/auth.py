@@ -140,6 +140,12 @@ async def oidc_callback(request: Request, kernel: KernelDep) -> Response:
 async def sign_out(request: Request, kernel: KernelDep, user: User, _: Form) -> Response:
     after = str(request.base_url).rstrip("/") + "/console/sign-in"
     elsewhere = await oidc.end_session_url(kernel, user.identity, after)
-    response = RedirectResponse(elsewhere or "/console/sign-in", 303)
+    # The provider's end-session is reached from a page, not by a redirect: the console's
+    # form-action 'self' forbids a form's redirect to another origin.
+    response: Response = (
+        RedirectResponse("/console/sign-in", 303)
+        if elsewhere is None
+        else render(request, "signed_out.html", {"user": None, "target": elsewhere})
+    )
     await sessions.sign_out(kernel, user, response)
     return response
