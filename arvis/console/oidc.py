@@ -42,28 +42,20 @@ _CONTEXT = b"arvis-console-oidc-flow-v1"
 _PROCESS_KEY = secrets.token_bytes(32)
 
 
-class OidcSignInInvalid(ArvisError):
+class OidcSignInInvalid(ArvisError, code="oidc_state_invalid"):
     """The callback's state is not the sign-in this browser started (or it expired)."""
 
-    code = "oidc_state_invalid"
 
-
-class OidcSignInDenied(ArvisError):
+class OidcSignInDenied(ArvisError, code="oidc_denied"):
     """The provider answered the sign-in with an error (the person cancelled, …)."""
 
-    code = "oidc_denied"
 
-
-class OidcExchangeFailed(ArvisError):
+class OidcExchangeFailed(ArvisError, code="oidc_exchange_failed"):
     """The provider refused the authorization code, or answered no ID token."""
 
-    code = "oidc_exchange_failed"
 
-
-class OidcIssuerUnknown(ArvisError):
+class OidcIssuerUnknown(ArvisError, code="oidc_issuer_unknown"):
     """No ``[[auth.oidc]]`` issuer with console settings has that number."""
-
-    code = "oidc_issuer_unknown"
 
 
 @dataclass(frozen=True, slots=True)

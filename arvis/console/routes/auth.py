@@ -110,6 +110,12 @@ async def sign_in(request: Request, kernel: KernelDep) -> Response:
     return response
 
 
+def _moving_on(request: Request, heading: str, text: str, link: str, target: str) -> Response:
+    """A page that moves on to ``target`` by itself (and links to it)."""
+    context = {"user": None, "heading": heading, "text": text, "link": link, "target": target}
+    return render(request, "moving_on.html", context)
+
+
 @router.get("/console/oidc/start")
 async def oidc_start(
     request: Request,
@@ -130,7 +136,7 @@ async def oidc_callback(request: Request, kernel: KernelDep) -> Response:
     target = _safe_next(next_page) or "/console"
     # A page of ours, not a redirect: the provider's redirect here was a cross-site
     # navigation, on which the browser would not send the SameSite=Strict session cookie.
-    response = render(request, "signed_in.html", {"user": None, "target": target})
+    response = _moving_on(request, "Signed in", "", "Continue to the console", target)
     await sessions.start_session(kernel, request, response, identity)
     response.delete_cookie(oidc.FLOW_COOKIE, path=oidc.FLOW_PATH)
     return response
@@ -145,7 +151,13 @@ async def sign_out(request: Request, kernel: KernelDep, user: User, _: Form) -> 
     response: Response = (
         RedirectResponse("/console/sign-in", 303)
         if elsewhere is None
-        else render(request, "signed_out.html", {"user": None, "target": elsewhere})
+        else _moving_on(
+            request,
+            "Signed out",
+            "Your console session has ended.",
+            "Sign out at the identity provider too",
+            elsewhere,
+        )
     )
     await sessions.sign_out(kernel, user, response)
     return response
