@@ -33,6 +33,7 @@ SESSION_COOKIE = "arvis_console"
 SIGN_IN_COOKIE = "arvis_console_signin"
 COOKIE_PATH = "/console"
 _CSRF_CONTEXT = b"arvis-console-csrf-v1"
+CONSOLE_ROLES = ("approver", "auditor", "admin")
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 
 
@@ -82,11 +83,25 @@ async def sign_in(kernel: Kernel, request: Request, response: Response, api_key:
     identity = await authenticate(kernel, api_key.strip())
     if identity.key_id is None:
         raise Unauthenticated("the console signs in with an API key here")
-    if not any(role in identity.roles for role in ("approver", "auditor", "admin")):
+    await start_session(kernel, request, response, identity)
+
+
+async def start_session(
+    kernel: Kernel, request: Request, response: Response, identity: Identity
+) -> None:
+    """A session cookie on ``response`` for ``identity``: of its key when it has one
+    (the session then ends with the key), else of the identity itself (OpenID sign-in)."""
+    if not any(role in identity.roles for role in CONSOLE_ROLES):
         raise ForbiddenRole("the console is for approvers, auditors and admins")
     token = secrets.token_urlsafe(32)
     ttl = kernel.settings.console_session_ttl_s
-    await kernel.console_sessions.create(identity.tenant_id, identity.key_id, _digest(token), ttl)
+    await kernel.console_sessions.create(
+        identity.tenant_id,
+        identity.key_id,
+        _digest(token),
+        ttl,
+        identity=None if identity.key_id is not None else identity,
+    )
     response.set_cookie(
         SESSION_COOKIE,
         token,
@@ -109,7 +124,7 @@ async def current_user(kernel: Kernel, request: Request) -> ConsoleUser | None:
     found = await kernel.console_sessions.find(digest)
     if found is None:
         return None
-    return ConsoleUser(found.key.identity(), csrf_for(token), digest, found.expires_at)
+    return ConsoleUser(found.identity, csrf_for(token), digest, found.expires_at)
 
 
 async def sign_out(kernel: Kernel, user: ConsoleUser, response: Response) -> None:

@@ -57,6 +57,14 @@ class OidcIssuer(BaseModel):
     jwks_ttl_s: float = Field(default=3600.0, gt=0, le=86400)
     """Keys older than this are refetched on the next token."""
     timeout_s: float = Field(default=5.0, gt=0, le=60)
+    console_client_id: str | None = Field(default=None, min_length=1)
+    """The console's client at this issuer: set, the sign-in page offers "Sign in with"
+    it (authorization code + PKCE); its ID tokens must have this ``aud``."""
+    console_client_secret_env: str | None = Field(default=None, min_length=1)
+    """The environment variable holding that client's secret (None: a public client)."""
+    console_name: str | None = Field(default=None, min_length=1, max_length=80)
+    """The button's name for the issuer (default: the issuer's URL)."""
+    console_scope: str = "openid profile email arvis"
 
     @model_validator(mode="after")
     def _one_tenant_source(self) -> OidcIssuer:
@@ -64,6 +72,8 @@ class OidcIssuer(BaseModel):
             raise ValueError("set exactly one of tenant and tenant_claim")
         if not self.algorithms:
             raise ValueError("algorithms must name at least one algorithm")
+        if self.console_client_secret_env is not None and self.console_client_id is None:
+            raise ValueError("console_client_secret_env needs console_client_id")
         return self
 
     @property

@@ -35,6 +35,7 @@ class IssuerKeys:
     _keys: KeySet | None = None
     _fetched_at: float = float("-inf")
     _jwks_uri: str | None = None
+    _document: dict[str, Any] | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     fetches: int = 0
     """How many times the key set was fetched (for tests and metrics)."""
@@ -62,14 +63,21 @@ class IssuerKeys:
             assert self._keys is not None
             return self._keys
 
-    async def _fetch(self) -> None:
-        if self._jwks_uri is None:
+    async def discovery(self) -> dict[str, Any]:
+        """The issuer's discovery document (fetched once, then kept)."""
+        if self._document is None:
             document = await self._get(self.issuer.discovery_url)
             # OpenID Connect Discovery §4.3: the document must name the issuer it is for.
             if document.get("issuer") != self.issuer.issuer:
                 raise IdentityProviderUnavailable(
                     f"the discovery document of {self.issuer.issuer} names another issuer"
                 )
+            self._document = document
+        return self._document
+
+    async def _fetch(self) -> None:
+        if self._jwks_uri is None:
+            document = await self.discovery()
             uri = document.get("jwks_uri")
             if not isinstance(uri, str) or not uri.startswith(("https://", "http://")):
                 raise IdentityProviderUnavailable(

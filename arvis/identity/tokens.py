@@ -9,6 +9,7 @@ ever comes from a token that did not verify.
 
 from __future__ import annotations
 
+import hmac
 import json
 import re
 import time
@@ -84,8 +85,29 @@ class JwtVerifier:
     def keys_of(self, issuer: str) -> IssuerKeys:
         return self._keys[issuer]
 
-    async def verify(self, token: str) -> VerifiedToken:
-        """The verified token, or the :mod:`arvis.identity.errors` refusal that says why not."""
+    @property
+    def issuers(self) -> tuple[OidcIssuer, ...]:
+        return tuple(self._issuers.values())
+
+    async def verify_id_token(self, token: str, issuer: OidcIssuer, nonce: str) -> VerifiedToken:
+        """An ID token of the console's sign-in: the same checks as a bearer token, but
+        ``aud`` must be the console's client, ``iss`` the issuer the sign-in went to, and
+        ``nonce`` the one that sign-in sent (OpenID Connect Core §3.1.3.7)."""
+        if issuer.console_client_id is None:
+            raise TokenAudienceMismatch("this issuer has no console client")
+        verified = await self.verify(token, audience=issuer.console_client_id)
+        if verified.issuer.issuer != issuer.issuer:
+            raise TokenIssuerUntrusted("the ID token is of another issuer than the sign-in's")
+        presented = verified.claims.get("nonce")
+        if not isinstance(presented, str) or not hmac.compare_digest(presented, nonce):
+            raise TokenClaimInvalid("the ID token's nonce is not this sign-in's")
+        return verified
+
+    async def verify(self, token: str, *, audience: str | None = None) -> VerifiedToken:
+        """The verified token, or the :mod:`arvis.identity.errors` refusal that says why not.
+
+        ``audience``: the ``aud`` required instead of the issuer's (the console's client
+        for an ID token)."""
         if not looks_like_jwt(token):
             raise TokenMalformed("the bearer token is not a compact JWT")
         try:
@@ -121,13 +143,13 @@ class JwtVerifier:
         except (JoseError, ValueError, TypeError):
             raise TokenMalformed("the token could not be decoded") from None
         claims = dict(decoded.claims)
-        self._check_claims(issuer, claims)
+        self._check_claims(issuer, claims, audience or issuer.audience)
         return VerifiedToken(issuer, claims)
 
-    def _check_claims(self, issuer: OidcIssuer, claims: dict[str, Any]) -> None:
+    def _check_claims(self, issuer: OidcIssuer, claims: dict[str, Any], audience: str) -> None:
         whose = jwt.JWTClaimsRegistry(
             iss={"essential": True, "value": issuer.issuer},
-            aud={"essential": True, "value": issuer.audience},
+            aud={"essential": True, "value": audience},
         )
         when = jwt.JWTClaimsRegistry(
             now=lambda: int(self._now()), leeway=issuer.leeway_s, exp={"essential": True}
@@ -136,7 +158,7 @@ class JwtVerifier:
             whose.validate({name: claims.get(name) for name in ("iss", "aud")})
         except ClaimError:
             raise TokenAudienceMismatch(
-                f"the token is not for this deployment (aud must include {issuer.audience!r})"
+                f"the token is not for this deployment (aud must include {audience!r})"
             ) from None
         try:
             when.validate({name: claims[name] for name in ("exp", "nbf", "iat") if name in claims})

@@ -373,10 +373,14 @@ run_checkpoints = Table(
 console_sessions = Table(
     "console_sessions",
     metadata,
-    *_texts("tenant_id", "token_hash", "key_id"),
+    *_texts("tenant_id", "token_hash"),
+    # Revision 0017: a session is of a key (looked up live) or of a verified ID token.
+    Column("key_id", Text),
+    Column("identity", JSONB),
     _at("created_at", now=True),
     _at("expires_at"),
     PrimaryKeyConstraint("tenant_id", "token_hash"),
+    CheckConstraint("(key_id IS NULL) <> (identity IS NULL)", name="key_or_identity"),
     # The cookie names no tenant: found by its digest alone (a plain index, no key
     # across tenants; a random 256-bit token's digest does not collide).
     Index("ix_console_sessions_token_hash", "token_hash"),

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -8,6 +8,9 @@ import pytest
 from arvis.client import AsyncArvisClient
 from tests.support.client import asgi_client
 from tests.support.http import Api, serve_api
+from tests.support.identity import serving_console_sign_in
+from tests.support.mcp_client import Served
+from tests.support.oidc import OidcProvider
 
 
 @pytest.fixture(scope="module")
@@ -41,3 +44,13 @@ async def agent_client(api: Api) -> AsyncIterator[AsyncArvisClient]:
 async def approver(api: Api) -> AsyncIterator[AsyncArvisClient]:
     async with asgi_client(api, "acme:approver") as client:
         yield client
+
+
+@pytest.fixture(scope="module")
+def oidc_console(
+    database_url: str, tmp_path_factory: pytest.TempPathFactory, oidc_provider: OidcProvider
+) -> Iterator[Served]:
+    """ARVIS served with the console's sign-in through the session's provider."""
+    data_dir = tmp_path_factory.mktemp("arvis-console-oidc")
+    with serving_console_sign_in(database_url, data_dir, oidc_provider) as served:
+        yield served

@@ -1,4 +1,4 @@
-"""Signing in with an API key, and out again."""
+"""Signing in with an API key or through an OpenID provider, and out again."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from arvis.console import sessions
+from arvis.console import oidc, sessions
 from arvis.console.deps import Form, User
 from arvis.console.web import ConsoleRoute, read_form, render
 from arvis.identity.errors import ForbiddenRole, IdentityRefusal
@@ -68,7 +68,13 @@ def _sign_in_page(
     response = render(
         request,
         "sign_in.html",
-        {"user": None, "signin_token": token, "next": next_page or "", "error": error},
+        {
+            "user": None,
+            "signin_token": token,
+            "next": next_page or "",
+            "error": error,
+            "providers": oidc.providers(request.app.state.kernel),
+        },
         status=status,
     )
     sessions.set_sign_in_cookie(request, response, token)
@@ -104,8 +110,54 @@ async def sign_in(request: Request, kernel: KernelDep) -> Response:
     return response
 
 
+def _moving_on(request: Request, heading: str, text: str, link: str, target: str) -> Response:
+    """A page that moves on to ``target`` by itself (and links to it)."""
+    context = {"user": None, "heading": heading, "text": text, "link": link, "target": target}
+    return render(request, "moving_on.html", context)
+
+
+@router.get("/console/oidc/start")
+async def oidc_start(
+    request: Request,
+    kernel: KernelDep,
+    issuer: Annotated[int, Query(ge=0, le=1000)],
+    next_page: Annotated[str | None, Query(alias="next", max_length=512)] = None,
+) -> Response:
+    url, flow = await oidc.start(kernel, request, issuer, _safe_next(next_page))
+    response = RedirectResponse(url, 303)
+    oidc.set_flow_cookie(request, response, flow)
+    return response
+
+
+@router.get(oidc.CALLBACK_PATH)
+async def oidc_callback(request: Request, kernel: KernelDep) -> Response:
+    params = {name: value[:2048] for name, value in request.query_params.items()}
+    identity, next_page = await oidc.finish(kernel, request, params)
+    target = _safe_next(next_page) or "/console"
+    # A page of ours, not a redirect: the provider's redirect here was a cross-site
+    # navigation, on which the browser would not send the SameSite=Strict session cookie.
+    response = _moving_on(request, "Signed in", "", "Continue to the console", target)
+    await sessions.start_session(kernel, request, response, identity)
+    response.delete_cookie(oidc.FLOW_COOKIE, path=oidc.FLOW_PATH)
+    return response
+
+
 @router.post("/console/sign-out")
-async def sign_out(kernel: KernelDep, user: User, _: Form) -> Response:
-    response = RedirectResponse("/console/sign-in", 303)
+async def sign_out(request: Request, kernel: KernelDep, user: User, _: Form) -> Response:
+    after = str(request.base_url).rstrip("/") + "/console/sign-in"
+    elsewhere = await oidc.end_session_url(kernel, user.identity, after)
+    # The provider's end-session is reached from a page, not by a redirect: the console's
+    # form-action 'self' forbids a form's redirect to another origin.
+    response: Response = (
+        RedirectResponse("/console/sign-in", 303)
+        if elsewhere is None
+        else _moving_on(
+            request,
+            "Signed out",
+            "Your console session has ended.",
+            "Sign out at the identity provider too",
+            elsewhere,
+        )
+    )
     await sessions.sign_out(kernel, user, response)
     return response
