@@ -11,6 +11,7 @@ a principal of each kind.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from tests.support.adversarial.deployment import Deployment, deploy, shared_conf
 from tests.support.adversarial.identities import IDENTITIES, Credentials, IdentityKind
 from tests.support.adversarial.stubs import HostileStubs, hostile_stubs
 from tests.support.evidence import signing_key
+from tests.support.identity import CONSOLE_SECRET_ENV
 from tests.support.oidc import OidcProvider, running_provider
 from tests.support.postgres import create_database, drop_database
 from tests.support.slack import SlackStandIn, slack_stand_in
@@ -34,10 +36,19 @@ def identity_provider() -> Iterator[OidcProvider]:
 
 
 @pytest.fixture(scope="package", params=IDENTITIES, ids=lambda kind: kind.name)
-def credentials(request: pytest.FixtureRequest, identity_provider: OidcProvider) -> Credentials:
-    """How this run of the package's principals authenticate (a row of IDENTITIES)."""
+def credentials(
+    request: pytest.FixtureRequest, identity_provider: OidcProvider
+) -> Iterator[Credentials]:
+    """How this run of the package's principals authenticate (a row of IDENTITIES). The
+    deployments trust the provider for the console's sign-in too, whose client secret the
+    in-process app reads from the environment."""
     kind: IdentityKind = request.param
-    return Credentials(kind, identity_provider)
+    credentials = Credentials(kind, identity_provider)
+    os.environ[CONSOLE_SECRET_ENV] = credentials.console_secret
+    try:
+        yield credentials
+    finally:
+        os.environ.pop(CONSOLE_SECRET_ENV, None)
 
 
 @pytest.fixture(scope="package")

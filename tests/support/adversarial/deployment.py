@@ -154,6 +154,9 @@ class Deployment:
     turns: dict[str, TurnInstance] = field(default_factory=dict)
     access: list[dict[str, Any]] = field(default_factory=list)
     """The access-log lines of the in-process app (HTTP, ``/mcp``, the console)."""
+    people: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """``who`` → the username and password that principal signs in to the console with
+    at the identity provider (the ``jwt`` identity kind); empty: key sign-in."""
 
     @property
     def url(self) -> str:

@@ -36,7 +36,7 @@ from tests.support.adversarial.answers import (
     from_mcp_error,
 )
 from tests.support.adversarial.deployment import Deployment, slack_user
-from tests.support.console import sign_in
+from tests.support.console import sign_in, sign_in_with_provider
 from tests.support.slack import click_body, signed
 
 TURN_RUN = "turn-home"
@@ -187,19 +187,17 @@ class McpDriver(Driver):
 
 
 class ConsoleDriver(Driver):
-    """The operator console's forms, signed in with the principal's key, as a browser
-    without script posts them; its run page is its verify."""
+    """The operator console's forms, signed in as the principal (with its key, or as the
+    person of that name at the identity provider), as a browser without script posts
+    them; its run page is its verify."""
 
     name = "console"
 
     async def _signed_in(self, http: httpx.AsyncClient, who: str) -> str:
-        token = self.deployment.tokens[who]
-        if not token.startswith("arvis_"):
-            # Key sign-in takes keys only. The JWT principals here are machine clients;
-            # a person signs in through the IdP (tests/e2e/test_console_oidc.py), and an
-            # in-process deployment has no address for the IdP to send the browser back to.
-            pytest.skip("a JWT principal here is a machine client: no console sign-in")
-        return await sign_in(http, token)
+        person = self.deployment.people.get(who)
+        if person is not None:
+            return await sign_in_with_provider(http, *person)
+        return await sign_in(http, self.deployment.tokens[who])
 
     async def verify(self, who: str, run_id: str, **evidence: Path) -> Done:
         async with httpx.AsyncClient(base_url=self.deployment.url, timeout=60) as http:

@@ -20,9 +20,11 @@ from dataclasses import dataclass
 from arvis.domain.identity import ROLES
 from tests.support.adversarial.deployment import EXTRA_KEYS, Deployment, KeySpec
 from tests.support.http import TENANTS
-from tests.support.identity import trust
+from tests.support.identity import CONSOLE_SECRET_ENV, trust
 from tests.support.oidc import ARVIS_RESOURCE, ARVIS_SCOPE, OidcProvider
 
+CONSOLE_CLIENT = "arvis-console"
+"""The provider's client for the console's sign-in (tests/support/oidc)."""
 TOKEN_TTL_S = 24 * 3600
 """The package's tokens outlive the suite (the provider's default is ten minutes)."""
 
@@ -49,11 +51,27 @@ def jwt_tokens(idp: OidcProvider, keys: Mapping[str, str]) -> dict[str, str]:
     return tokens
 
 
+def console_people(idp: OidcProvider, keys: Mapping[str, str]) -> dict[str, tuple[str, str]]:
+    """The person of each principal ``keys`` names, who signs in to the console at ``idp``
+    (its ID tokens carry the same tenant, roles and groups as the machine's tokens): ``who``
+    → username and password."""
+    specs = principals()
+    people: dict[str, tuple[str, str]] = {}
+    for who in keys:
+        tenant, principal, roles, groups = specs[who]
+        claims = {"tenant": tenant, "arvis_roles": list(roles), "groups": list(groups)}
+        password = idp.put_user(principal, claims)["password"]
+        people[who] = (principal, password)
+    return people
+
+
 @dataclass(frozen=True)
 class IdentityKind:
     name: str
     tokens: Callable[[OidcProvider, Mapping[str, str]], dict[str, str]]
     """The credentials of the deployment's principals, from its minted keys."""
+    people: Callable[[OidcProvider, Mapping[str, str]], dict[str, tuple[str, str]]] = lambda _, __: {}
+    """Who signs in to the console at the identity provider, and how (else with a key)."""
 
     def __repr__(self) -> str:
         return f"IdentityKind({self.name})"
@@ -61,7 +79,7 @@ class IdentityKind:
 
 IDENTITIES: tuple[IdentityKind, ...] = (
     IdentityKind("api_key", lambda _, keys: dict(keys)),
-    IdentityKind("jwt", jwt_tokens),
+    IdentityKind("jwt", jwt_tokens, console_people),
 )
 """Every kind of bearer credential. Add a row to hold it to every rule of the suite."""
 
@@ -69,17 +87,37 @@ IDENTITIES: tuple[IdentityKind, ...] = (
 @dataclass(frozen=True)
 class Credentials:
     """One row of IDENTITIES, applied to deployments: the ``arvis.toml`` trusts the
-    package's provider, and the deployment's principals present the row's credentials."""
+    package's provider (for bearer tokens and the console's sign-in), and the deployment's
+    principals present the row's credentials."""
 
     kind: IdentityKind
     idp: OidcProvider
 
+    @property
+    def console_secret(self) -> str:
+        """The console client's secret, which ``[[auth.oidc]]`` reads from
+        :data:`CONSOLE_SECRET_ENV` (the fixture sets it for the in-process app)."""
+        return str(self.idp.client(CONSOLE_CLIENT)["client_secret"])
+
     def trusted(self, config: str) -> str:
         """``config`` with the ``[[auth.oidc]]`` entry of the package's provider."""
-        return config + trust(self.idp.issuer)
+        return config + trust(
+            self.idp.issuer,
+            console_client_id=CONSOLE_CLIENT,
+            console_client_secret_env=CONSOLE_SECRET_ENV,
+            console_name="the test provider",
+        )
 
     def held_by(self, deployment: Deployment) -> Deployment:
         """``deployment`` whose drivers present this kind's credentials."""
         tokens = self.kind.tokens(self.idp, deployment.tokens)
+        people = self.kind.people(self.idp, deployment.tokens)
+        base = deployment.url
+        self.idp.add_console_redirects(
+            [f"{base}/console/oidc/callback"], [f"{base}/console/sign-in"]
+        )
         served = dataclasses.replace(deployment.served, tokens=tokens)
-        return dataclasses.replace(deployment, tokens=tokens, served=served)
+        environment = {**deployment.environment, CONSOLE_SECRET_ENV: self.console_secret}
+        return dataclasses.replace(
+            deployment, tokens=tokens, served=served, people=people, environment=environment
+        )
