@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -121,9 +122,13 @@ def verify_remote(
     without, the server's verification is printed."""
     if public_key is not None or witness is not None:
         trusted = _public_key(public_key)
+        # The witness first: whatever it holds was committed before the bundle is built,
+        # so the bundle is checked as the run as it stands (a deleted tail shows).
         records = None if witness is None else _witness_records(witness)
         served = server.call(lambda client: client.bundle(run))
-        _verify_bundle(served.data, f"run {run} (as served)", trusted, records, json_out)
+        served_at = datetime.now(UTC)
+        label = f"run {run} (as served)"
+        _verify_bundle(served.data, label, trusted, records, json_out, served_at=served_at)
         return
     answer = server.call(lambda client: client.verify(run))
     fields = {f.name for f in dataclasses.fields(EvidenceReport)}
@@ -156,10 +161,12 @@ def _verify_bundle(
     trusted: PublicKey | None,
     records: list[dict[str, Any]] | None,
     json_out: bool,
+    *,
+    served_at: datetime | None = None,
 ) -> None:
     """Check a bundle's bytes and print the verdict; exits 1 when it does not verify."""
     try:
-        report = asyncio.run(verify_bundle(data, trusted, records))
+        report = asyncio.run(verify_bundle(data, trusted, records, served_at=served_at))
     except ArvisError as exc:
         if json_out:
             emit_json({"ok": False, "problem": exc.message})

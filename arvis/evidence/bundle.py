@@ -200,9 +200,20 @@ async def verify_bundle(
     data: bytes,
     trusted: PublicKey | None = None,
     witness: Iterable[Mapping[str, Any]] | None = None,
+    *,
+    served_at: datetime | None = None,
 ) -> BundleReport:
     """Check a bundle with nothing but its bytes (and, optionally, the trusted key and
-    the records of a witness)."""
+    the records of a witness).
+
+    A bundle is a copy made earlier: what the witness took after it (entries past its end,
+    checkpoints signed later) is no disagreement. With ``served_at``, the bundle was served
+    at that moment by the deployment, just now, and the witness was read *before* it was
+    asked (remote ``arvis verify``): it is the run as it stands, so an entry or checkpoint
+    the witness holds past its end is a disagreement (a deleted tail), and a checkpoint
+    signed within the witness's grace of ``served_at`` (the head, signed for the bundle)
+    may not be there yet.
+    """
     content = _parse(data)
     tenant_id, run_id = str(content.get("tenant_id")), str(content.get("run_id"))
     try:
@@ -278,7 +289,15 @@ async def verify_bundle(
     if witness is not None:
         records = list(witness)
         disagreement = cross_check(
-            records, tenant_id, run_id, facts, checkpoints, key, length=chain.entries, prefix=True
+            records,
+            tenant_id,
+            run_id,
+            facts,
+            checkpoints,
+            key,
+            length=chain.entries,
+            prefix=served_at is None,
+            now=served_at,
         )
         if disagreement is not None:
             return report(

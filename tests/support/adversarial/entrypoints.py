@@ -247,8 +247,6 @@ class CliDriver(Driver):
         ran = await self.deployment.cli("replay", run_id, "--tenant", tenant, "--json")
         if ran.returncode != 0:
             return Done(False, raw=ran.stderr)
-        import json
-
         return Done(True, results=json.loads(ran.stdout), raw=ran.stdout[:2000])
 
     async def runs(self, who: str, containing: str) -> Done:
@@ -283,6 +281,53 @@ class CliDriver(Driver):
             evidence,
             "--json",
             ARVIS_API_KEY=self.deployment.tokens[who],
+        )
+        return Done(ran.returncode == 0, raw=ran.stdout + ran.stderr)
+
+
+class RemoteCliDriver(CliDriver):
+    """The same ``arvis`` subcommands in remote mode (``ARVIS_URL``, ``ARVIS_API_KEY``): the
+    principal's own reads and resolution over the server's API. The database URL they are
+    given leads nowhere, so an answer can only have come from the server."""
+
+    name = "cli-remote"
+
+    def remote(self, who: str) -> dict[str, str]:
+        return {
+            "ARVIS_URL": self.deployment.url,
+            "ARVIS_API_KEY": self.deployment.tokens[who],
+            "ARVIS_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/nowhere",
+        }
+
+    async def replay(self, who: str, run_id: str) -> Done:
+        ran = await self.deployment.cli("replay", run_id, "--json", **self.remote(who))
+        if ran.returncode != 0:
+            return Done(False, raw=ran.stderr)
+        return Done(True, results=json.loads(ran.stdout), raw=ran.stdout[:2000])
+
+    async def verify(self, who: str, run_id: str, **evidence: Path) -> Done:
+        flags = [
+            part
+            for name, path in evidence.items()
+            for part in (f"--{name.replace('_', '-')}", str(path))
+        ]
+        ran = await self.deployment.cli("verify", run_id, *flags, "--json", **self.remote(who))
+        return Done(ran.returncode == 0, raw=ran.stdout + ran.stderr)
+
+    async def resolve(
+        self, who: str, run_id: str, key: str, attempt: int, as_: str, evidence: str
+    ) -> Done:
+        ran = await self.deployment.cli(
+            "resolve",
+            run_id,
+            key,
+            str(attempt),
+            "--as",
+            as_,
+            "--evidence",
+            evidence,
+            "--json",
+            **self.remote(who),
         )
         return Done(ran.returncode == 0, raw=ran.stdout + ran.stderr)
 
@@ -373,6 +418,7 @@ ENTRY_POINTS: tuple[EntryPoint, ...] = (
     EntryPoint("mcp", McpDriver, _ops("post")),
     EntryPoint("console", ConsoleDriver, _ops("approve", "resolve", "verify", "runs")),
     EntryPoint("cli", CliDriver, _ops("replay", "verify", "resolve", "runs"), operator_reads=True),
+    EntryPoint("cli-remote", RemoteCliDriver, _ops("replay", "verify", "resolve")),
     EntryPoint(
         "serve-turn/http",
         TurnHttpDriver,

@@ -51,12 +51,16 @@ def jwt_tokens(idp: OidcProvider, keys: Mapping[str, str]) -> dict[str, str]:
     return tokens
 
 
-def console_people(idp: OidcProvider, keys: Mapping[str, str]) -> dict[str, tuple[str, str]]:
+People = dict[str, tuple[str, str]]
+"""``who`` → the username and password of a person at the identity provider."""
+
+
+def console_people(idp: OidcProvider, keys: Mapping[str, str]) -> People:
     """The person of each principal ``keys`` names, who signs in to the console at ``idp``
     (its ID tokens carry the same tenant, roles and groups as the machine's tokens): ``who``
     → username and password."""
     specs = principals()
-    people: dict[str, tuple[str, str]] = {}
+    people: People = {}
     for who in keys:
         tenant, principal, roles, groups = specs[who]
         claims = {"tenant": tenant, "arvis_roles": list(roles), "groups": list(groups)}
@@ -70,7 +74,7 @@ class IdentityKind:
     name: str
     tokens: Callable[[OidcProvider, Mapping[str, str]], dict[str, str]]
     """The credentials of the deployment's principals, from its minted keys."""
-    people: Callable[[OidcProvider, Mapping[str, str]], dict[str, tuple[str, str]]] = lambda _, __: {}
+    people: Callable[[OidcProvider, Mapping[str, str]], People] = lambda _, __: {}
     """Who signs in to the console at the identity provider, and how (else with a key)."""
 
     def __repr__(self) -> str:
