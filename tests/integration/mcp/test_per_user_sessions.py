@@ -269,3 +269,36 @@ async def test_an_unreachable_identity_provider_is_not_started_and_retryable(
     assert outcome.failure.code == "credential_exchange_failed"
     assert outcome.failure.retryable
     assert nothing_sent_for_a_caller(people)
+
+
+def test_the_servers_session_is_its_openers_so_a_shared_session_would_be_refused(
+    oidc_provider: OidcProvider, upstream: tuple[PeopleUpstream, str]
+) -> None:
+    # Why one session per caller: the SDK's server binds a session to who opened it.
+    _, url = upstream
+
+    def token_of(person: str) -> str:
+        issued = oidc_provider.token_exchange(
+            oidc_provider.user_token(person), audience=TOOL_AUDIENCE
+        )
+        return issued.access_token
+
+    opening = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"},
+        },
+    }
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    accept = {"Accept": "application/json, text/event-stream"}
+    with httpx.Client(timeout=10) as http:
+        dave = {**accept, "Authorization": f"Bearer {token_of('dave')}"}
+        opened = http.post(url, json=opening, headers=dave)
+        session = {"Mcp-Session-Id": opened.headers["mcp-session-id"]}
+        alice = {**accept, **session, "Authorization": f"Bearer {token_of('alice')}"}
+        assert http.post(url, json=listing, headers={**dave, **session}).status_code == 200
+        assert http.post(url, json=listing, headers=alice).status_code == 404
