@@ -130,6 +130,9 @@ class UpstreamServer:
         request that may have reached the server.
         """
         if caller is None:
+            if self.config.auth is not None:
+                # Fail closed: its calls act for a person, never as the listing's service.
+                raise UpstreamUnavailable(self.name, "a call without its caller's token")
             return await self._send(await self._ready(), tool, arguments, meta)
         slot = self._callers.enter(caller.key)
         try:

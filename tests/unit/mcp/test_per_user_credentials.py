@@ -23,6 +23,7 @@ from arvis.tools.credentials import TokenExchangeConfig, TokenExchanger, caller_
 from arvis.tools.mcp.callers import Caller, CallerSessions
 from arvis.tools.mcp.config import McpServerConfig
 from arvis.tools.mcp.tools import McpTool, open_servers
+from arvis.tools.mcp.upstream import UpstreamServer, UpstreamUnavailable
 from arvis.tools.registry import parse_tools_config
 from tests.support.fakes import context, definition, invocation, read_only
 from tests.unit.mcp.test_upstream_calls import FakeUpstream, answers
@@ -153,6 +154,13 @@ async def test_no_token_for_the_call_is_refused_before_anything_is_sent(
     assert outcome.failure.retryable is retryable
     assert "alice-token" not in outcome.failure.message
     assert upstream.calls == []
+
+
+async def test_a_server_with_auth_sends_no_call_without_its_callers_token() -> None:
+    server = UpstreamServer(McpServerConfig.model_validate(entry(url="http://127.0.0.1:9/mcp")))
+    with pytest.raises(UpstreamUnavailable, match="without its caller's token"):
+        await server.call("update", {}, {})
+    await server.aclose()
 
 
 # -- the callers' sessions ------------------------------------------------------------
