@@ -104,7 +104,9 @@ async def load_tools(
     inject = None if tracing is None else tracing.inject
     policy = parse_policy_config(file_config.policy)
     scopes = [rules.egress_hosts for rules in (policy.default, *policy.tenants.values())]
-    upstreams = await McpUpstreams.open(config.mcp, os.environ, inject=inject, egress_scopes=scopes)
+    upstreams = await McpUpstreams.open(
+        config.mcp, os.environ, inject=inject, egress_scopes=scopes, http=http
+    )
     try:
         host = ToolHost(
             sandbox_dir=settings.sandbox_dir,

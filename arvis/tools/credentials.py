@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -80,6 +80,15 @@ class ToolAuth(BaseModel):
     token_exchange: TokenExchangeConfig
 
 
+def one_authorization(auth: ToolAuth | None, headers_env: Collection[str]) -> None:
+    """``auth`` sends the exchanged token as ``Authorization``: a remote tool's entry may
+    not set that header too (two values of one header, whichever wins). Raises ValueError."""
+    if auth is not None and "authorization" in {header.lower() for header in headers_env}:
+        raise ValueError(
+            "auth sends the exchanged token as Authorization: headers_env may not set it too"
+        )
+
+
 class ExchangeFailed(Exception):
     """No token for the tool: ``reason`` says why (never a token); ``retryable`` when
     the IdP could not be asked (a later attempt may succeed)."""
@@ -90,7 +99,16 @@ class ExchangeFailed(Exception):
         self.retryable = retryable
 
 
-CacheKey = tuple[str, str, str | None, str]
+CallerKey = tuple[str, str, str | None]
+"""(tenant, principal, actor): whose token a call is sent with."""
+
+
+def caller_key(context: AuthorizedEffectContext) -> CallerKey:
+    """The caller of a sealed context: the person, and the agent acting for them."""
+    return (context.tenant_id, context.principal_id, context.actor_id)
+
+
+CacheKey = tuple[CallerKey, str]
 
 
 @dataclass
@@ -114,12 +132,7 @@ class TokenExchanger:
                 "the caller presented no token to exchange (an API key has none); this tool"
                 " needs a caller authenticated by the identity provider"
             )
-        key: CacheKey = (
-            context.tenant_id,
-            context.principal_id,
-            context.actor_id,
-            self.config.audience,
-        )
+        key: CacheKey = (caller_key(context), self.config.audience)
         async with self._lock:
             cached = self._cache.get(key)
             if cached is not None and self.monotonic() < cached[1]:

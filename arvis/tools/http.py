@@ -114,7 +114,13 @@ from arvis.domain.canonical import canonical_bytes
 from arvis.domain.definitions import Effect, ReplaySafety, ToolDefinition
 from arvis.domain.errors import DefinitionError
 from arvis.tools.base import Reconcile, Reconciliation, Reporter, ToolInvocation, ToolResult
-from arvis.tools.credentials import ExchangeFailed, TokenExchanger, ToolAuth, token_exchanger
+from arvis.tools.credentials import (
+    ExchangeFailed,
+    TokenExchanger,
+    ToolAuth,
+    one_authorization,
+    token_exchanger,
+)
 from arvis.tools.remote import (
     HTTP_KIND,
     TRANSPORT_HEADERS,
@@ -192,11 +198,7 @@ class HttpToolConfig(HeaderFields):
     @field_validator("auth")
     @classmethod
     def _one_authorization(cls, auth: ToolAuth | None, info: ValidationInfo) -> ToolAuth | None:
-        named = {name.lower() for name in info.data.get("headers_env", {})}
-        if auth is not None and "authorization" in named:
-            raise ValueError(
-                "auth sends the exchanged token as Authorization: headers_env may not set it too"
-            )
+        one_authorization(auth, info.data.get("headers_env", {}))
         return auth
 
     @field_validator("reconcile_url")
@@ -319,10 +321,7 @@ class HttpTool:
         try:
             return await self._exchanger.bearer_for(invocation.context)
         except ExchangeFailed as failed:
-            message = f"{self.name}: token exchange failed, nothing was sent: {failed.reason}"
-            raise self._outcomes.not_sent(
-                invocation, "credential_exchange_failed", message, retryable=failed.retryable
-            ) from None
+            raise self._outcomes.exchange_failed(invocation, failed) from None
 
     async def _post(
         self, url: str, body: bytes, invocation: ToolInvocation, bearer: str | None = None

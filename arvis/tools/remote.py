@@ -38,6 +38,7 @@ from pydantic import BaseModel, Field, ValidationInfo, field_validator
 from arvis.domain.definitions import ReplaySafety, ToolDefinition
 from arvis.domain.errors import ConfigurationError
 from arvis.tools.base import ToolInvocation, ToolResult
+from arvis.tools.credentials import ExchangeFailed
 from arvis.tools.errors import ToolExecutionError
 from arvis.tools.limits import MAX_MESSAGE_CHARS
 
@@ -243,6 +244,16 @@ class RemoteOutcomes:
     ) -> ToolExecutionError:
         """Nothing reached the far side: proof that the effect did not start."""
         return self._error(invocation, False, retryable, code, message)
+
+    def exchange_failed(
+        self, invocation: ToolInvocation, failed: ExchangeFailed
+    ) -> ToolExecutionError:
+        """No per-user token for the call (``auth``): refused before anything was sent,
+        retry advised when the IdP could not be asked. The reason never holds a token."""
+        message = f"token exchange failed, nothing was sent: {failed.reason}"
+        return self.not_sent(
+            invocation, "credential_exchange_failed", message, retryable=failed.retryable
+        )
 
     def unknown(self, invocation: ToolInvocation, code: str, message: str) -> ToolExecutionError:
         """The request may have arrived and no result came back: nobody knows."""

@@ -11,10 +11,27 @@ effect = "mutating"
 replay_safety = "unsafe"
 capabilities = ["filesystem.write"]
 not_started_codes = [-32602]                # replaces the server's list for this tool
+
+[[tools.mcp]]
+name = "crm"
+url = "https://crm.internal/mcp"
+user_sessions = 32                          # per-user sessions kept open (with auth)
+[tools.mcp.auth.token_exchange]             # per-user credentials, as [[tools.http]]'s
+token_endpoint = "https://idp.example.com/token"
+audience = "crm"
+client_id = "arvis"
+client_secret_env = "ARVIS_CRM_EXCHANGE_SECRET"
 ```
 
 Declared, never discovered: the server's tool list is read at start-up and pinned
 into the plan. This module is configuration only; it imports nothing of the MCP SDK.
+
+**``auth``** (:mod:`arvis.tools.credentials`, a ``url`` server only): every call goes on
+a session of its caller's own (tenant, person, agent), opened and sent with the caller's
+token exchanged for ``audience`` as ``Authorization: Bearer …``
+(:mod:`arvis.tools.mcp.callers`); the start-up listing of the tools uses the static
+``headers``/``headers_env`` only (a service credential, or none), and ``headers_env`` may
+not then set ``Authorization``.
 
 **``not_started_codes``** (DESIGN §10 "Not-started needs proof"): any JSON-RPC
 error answer proves the call reached the server, which may have acted before it
@@ -35,6 +52,7 @@ import re
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from arvis.domain.definitions import Effect, ReplaySafety
+from arvis.tools.credentials import ToolAuth, one_authorization
 from arvis.tools.remote import (
     TRANSPORT_HEADERS,
     HeaderFields,
@@ -102,6 +120,12 @@ class McpServerConfig(HeaderFields):
     answer is "not started" (the module docstring says which codes cannot be)."""
     overrides: dict[str, McpToolOverride] = Field(default_factory=dict)
     """Keyed by the server's own tool name (without the prefix)."""
+    auth: ToolAuth | None = None
+    """Per-user credentials (a ``url`` server): the caller's token exchanged for the
+    server's audience (RFC 8693), sent on a session of the caller's own."""
+    user_sessions: int = Field(default=32, ge=1, le=4096)
+    """With ``auth``: how many callers' idle sessions are kept open (the least recently
+    used is closed first; a session with a call in flight is never closed under it)."""
 
     def declared_not_started(self, tool: str) -> list[int]:
         """The codes that mean "not started" for ``tool`` (its override's, else the server's)."""
@@ -130,6 +154,9 @@ class McpServerConfig(HeaderFields):
             raise ValueError("give exactly one of command (stdio) or url (streamable HTTP)")
         if self.command is not None and (self.headers or self.headers_env):
             raise ValueError("headers and headers_env are for a url server")
+        if self.command is not None and self.auth is not None:
+            raise ValueError("auth is for a url server: a stdio server has no per-user credentials")
+        one_authorization(self.auth, self.headers_env)
         if self.url is not None:
             declared = [("not_started_codes", self.not_started_codes)] + [
                 (f"overrides.{tool}.not_started_codes", override.not_started_codes or [])

@@ -10,6 +10,8 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+import httpx
+
 from arvis.tools.base import Tool
 from arvis.tools.mcp.config import McpServerConfig
 
@@ -40,19 +42,23 @@ class McpUpstreams:
         *,
         inject: MetaInjector | None = None,
         egress_scopes: Sequence[Sequence[str]] | None = None,
+        http: httpx.AsyncClient | None = None,
     ) -> McpUpstreams:
         """Start the servers and read their tool lists (see ``arvis.tools.mcp.tools.open_servers``).
 
         With ``egress_scopes`` (the egress host patterns of each tenant's policy, and
         of the default), a ``url`` server whose host no scope allows stops start-up
-        before anything is sent to it.
+        before anything is sent to it. ``http`` is the host's client, which asks the
+        identity provider for the per-user tokens of servers with ``auth``.
         """
         if not configs:
             return cls.empty()
         from arvis.tools.mcp.tools import open_servers
 
         egress = None if egress_scopes is None else reachable(egress_scopes)
-        servers, tools = await open_servers(configs, environ, inject=inject, egress=egress)
+        servers, tools = await open_servers(
+            configs, environ, inject=inject, egress=egress, http=http
+        )
         return cls(servers, tools)
 
     async def aclose(self) -> None:

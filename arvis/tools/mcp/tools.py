@@ -10,6 +10,11 @@ anything else ``unsafe``; ``openWorldHint: true`` adds ``network.access``. A
 hint the server leaves out asserts nothing. An override's fields always win;
 a contradiction stops start-up naming the tool.
 
+**Per-user credentials.** A server with ``auth`` gets each call on a session of the
+caller's own, sent with the caller's token exchanged for the server's audience
+(:mod:`arvis.tools.mcp.callers`); a failed exchange is refused before anything is sent:
+``EFFECT_NOT_STARTED``, ``credential_exchange_failed``.
+
 **A call.** The frozen payload is the arguments; ``_meta`` carries
 ``arvis.dev/idempotency_key`` and ``arvis.dev/call_id``, and when tracing is on
 ``traceparent`` (and ``tracestate``): the server's spans continue the syscall's
@@ -38,6 +43,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import httpx
 import mcp_types as types
 from mcp import MCPError
 from pydantic import JsonValue, ValidationError
@@ -51,6 +57,8 @@ from arvis.domain.definitions import (
 from arvis.domain.egress import egress_host
 from arvis.domain.errors import ConfigurationError, DefinitionError
 from arvis.tools.base import Reporter, Tool, ToolInvocation, ToolResult
+from arvis.tools.credentials import ExchangeFailed, TokenExchanger, caller_key, token_exchanger
+from arvis.tools.mcp.callers import Caller
 from arvis.tools.mcp.config import McpServerConfig
 from arvis.tools.mcp.keys import CALL_ID, IDEMPOTENCY_KEY
 from arvis.tools.mcp.upstream import UpstreamChanged, UpstreamServer, UpstreamUnavailable
@@ -116,11 +124,13 @@ class McpTool:
         server: UpstreamServer,
         remote: str,
         inject: MetaInjector | None = None,
+        exchanger: TokenExchanger | None = None,
     ) -> None:
         self.definition = definition
         self._server = server
         self._remote = remote
         self._inject = inject
+        self._exchanger = exchanger
         self._outcomes = RemoteOutcomes(
             MCP_KIND, definition, server.config.declared_not_started(remote)
         )
@@ -145,8 +155,9 @@ class McpTool:
         if self._inject is not None:
             self._inject(meta)
         outcomes = self._outcomes
+        caller = await self._caller(invocation)
         try:
-            answer = await self._server.call(self._remote, invocation.payload.value, meta)
+            answer = await self._server.call(self._remote, invocation.payload.value, meta, caller)
         except UpstreamUnavailable as exc:
             raise outcomes.unreachable(invocation, exc.message) from None
         except UpstreamChanged as exc:
@@ -167,6 +178,17 @@ class McpTool:
             broken = "the answer breaks its schema"
             raise outcomes.failed(invocation, MCP_KIND.invalid, broken, retryable=False) from None
         return self._result(invocation, answer)
+
+    async def _caller(self, invocation: ToolInvocation) -> Caller | None:
+        """Who the call is sent for, with the caller's exchanged token (None without
+        ``auth``); a failed exchange is refused here, before anything is sent."""
+        if self._exchanger is None:
+            return None
+        try:
+            bearer = await self._exchanger.bearer_for(invocation.context)
+        except ExchangeFailed as failed:
+            raise self._outcomes.exchange_failed(invocation, failed) from None
+        return Caller(caller_key(invocation.context), bearer)
 
     def _result(self, invocation: ToolInvocation, answer: types.Result) -> ToolResult:
         outcomes = self._outcomes
@@ -205,6 +227,7 @@ async def open_servers(
     *,
     inject: MetaInjector | None = None,
     egress: EgressCheck | None = None,
+    http: httpx.AsyncClient | None = None,
 ) -> tuple[list[UpstreamServer], dict[str, Sequence[Tool]]]:
     """Start every server at once; the first that cannot be used stops start-up.
 
@@ -213,17 +236,20 @@ async def open_servers(
     failure every server started here is stopped again. ``inject`` writes the
     trace context into each call's ``_meta``. With ``egress``, a ``url`` server
     whose host no tenant may reach stops start-up before anything is sent to
-    it (its every call would be refused by the egress gate anyway).
+    it (its every call would be refused by the egress gate anyway). ``http`` asks the
+    identity provider for the exchanged tokens of the servers with ``auth``; one whose
+    client secret is unset stops start-up before anything is sent to any server.
     """
     if egress is not None:
         for config in configs:
             _check_egress(config, egress)
+    exchangers = {config.name: _exchanger(config, http, environ) for config in configs}
     servers = [UpstreamServer(config, _headers(config, environ)) for config in configs]
     listings = await asyncio.gather(*(server.start() for server in servers), return_exceptions=True)
     try:
         tools: dict[str, Sequence[Tool]] = {}
         for server, listing in zip(servers, listings, strict=True):
-            tools[server.name] = _tools_of(server, listing, inject)
+            tools[server.name] = _tools_of(server, listing, inject, exchangers[server.name])
     except BaseException:
         await asyncio.gather(*(server.aclose() for server in servers))
         raise
@@ -234,6 +260,7 @@ def _tools_of(
     server: UpstreamServer,
     listing: list[types.Tool] | BaseException,
     inject: MetaInjector | None,
+    exchanger: TokenExchanger | None,
 ) -> list[Tool]:
     config = server.config
     if isinstance(listing, UpstreamUnavailable):
@@ -258,7 +285,7 @@ def _tools_of(
             f"server does not list (it lists {sorted(by_name) or 'no tools'})"
         )
     return [
-        McpTool(derive_definition(config, by_name[name]), server, name, inject)
+        McpTool(derive_definition(config, by_name[name]), server, name, inject, exchanger)
         for name in sorted(by_name)
     ]
 
@@ -274,6 +301,17 @@ def _check_egress(config: McpServerConfig, egress: EgressCheck) -> None:
             "every call to it would be refused; nothing was sent to it (add the host to "
             "egress_hosts, or remove the server)"
         )
+
+
+def _exchanger(
+    config: McpServerConfig, http: httpx.AsyncClient | None, environ: Mapping[str, str]
+) -> TokenExchanger | None:
+    if config.auth is None:
+        return None
+    source = f"[[tools.mcp]] {config.name!r}"
+    if http is None:
+        raise ConfigurationError(f"{source}: auth needs the host's HTTP client")
+    return token_exchanger(config.auth, http, what=source, environ=environ)
 
 
 def _headers(config: McpServerConfig, environ: Mapping[str, str]) -> dict[str, str]:

@@ -2,7 +2,10 @@
 
 An :class:`UpstreamServer` holds one pooled session for the whole process. A
 supervisor task owns the session's context, because the SDK's task groups must
-be entered and left by one task; calls from any task share the session.
+be entered and left by one task; calls from any task share the session. A server
+with ``auth`` lists its tools at start-up on that session (its static headers), and
+then sends each call on a session of the call's caller (:mod:`arvis.tools.mcp.callers`),
+which must list the tool as the plan pinned it.
 
 A stdio child that dies ends its session, and the next call starts a new one.
 Its death stays inside the supervisor task: a caller sees a classified failure,
@@ -29,25 +32,23 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, cast
 
-import anyio
 import httpx2
 import mcp_types as types
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
 from mcp.client import Transport
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.message import SessionMessage
 
 from arvis import __version__
 from arvis.domain.errors import ArvisError, fields
+from arvis.tools.mcp.callers import Caller, CallerSessions, CallerSlot
 from arvis.tools.mcp.config import McpServerConfig
 from arvis.tools.mcp.keys import CALL_ID
 from arvis.tools.mcp.sending import SendProof, WatchedClient
+from arvis.tools.mcp.session import Session, list_tools, pinned_form, reason, watched
 
 log = logging.getLogger(__name__)
 
 _CLIENT_INFO = types.Implementation(name="arvis", version=__version__)
-# Bounds a tools/list walk, so a server whose cursors never end cannot hang start-up.
-_MAX_LIST_PAGES = 100
 # Errors after which a session is of no more use.
 _SESSION_LOST = frozenset({types.CONNECTION_CLOSED, types.INVALID_REQUEST})
 # How long shutdown waits for a session to wind down (the SDK bounds its own steps).
@@ -78,34 +79,17 @@ class UpstreamChanged(ArvisError, code="mcp_upstream_changed"):
     tool: str
 
 
-class _Session:
-    """One connection and the supervisor task that owns it."""
-
-    def __init__(self) -> None:
-        self.client: Client | None = None
-        self.failure: str | None = None
-        self.ready = asyncio.Event()
-        """Set once connected, or once connecting failed (then ``failure`` says why)."""
-        self.ended = asyncio.Event()
-        """The transport's read side ended: the server is gone, nothing more arrives."""
-        self.stop = asyncio.Event()
-        self.task: asyncio.Task[None] | None = None
-
-    @property
-    def live(self) -> bool:
-        return self.client is not None and not self.ended.is_set()
-
-
 class UpstreamServer:
     """A declared upstream server: a supervised, restartable, shared client session."""
 
     def __init__(self, config: McpServerConfig, headers: Mapping[str, str] | None = None) -> None:
         self.config = config
         self._headers = dict(headers or {})
-        self._session: _Session | None = None
+        self._session: Session | None = None
         self._lock = asyncio.Lock()
         self._pinned: dict[str, dict[str, Any]] = {}
-        self._current: dict[str, dict[str, Any]] = {}
+        self._callers = CallerSessions[Session](config.user_sessions, self._retire)
+        """With ``auth``: each caller's own session."""
         self._winding: set[asyncio.Task[None]] = set()
         self._closed = False
         self._sending = SendProof()
@@ -122,21 +106,45 @@ class UpstreamServer:
         reached or listed within ``startup_timeout_s``.
         """
         async with self._lock:
-            listed = await self._open()
-            self._pinned = dict(self._current)
+            session, listed = await self._open(self._headers)
+            self._pinned = dict(session.tools)
+            if self.config.auth is None:
+                self._session = session
+            else:
+                # Its calls go on their callers' sessions: this one only listed the tools.
+                self._retire(session)
         return listed
 
     async def call(
-        self, tool: str, arguments: dict[str, Any], meta: dict[str, Any]
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        meta: dict[str, Any],
+        caller: Caller | None = None,
     ) -> types.CallToolResult | types.InputRequiredResult | types.Result:
-        """Send one ``tools/call``.
+        """Send one ``tools/call``: on the caller's own session when ``caller`` is given
+        (a server with ``auth``), else on the shared one.
 
         :class:`UpstreamUnavailable` and :class:`UpstreamChanged` mean nothing was
         sent. Anything raised after that (an ``MCPError``, a timeout) comes from a
         request that may have reached the server.
         """
-        session = await self._ready()
-        if self._current.get(tool) != self._pinned.get(tool):
+        if caller is None:
+            if self.config.auth is not None:
+                # Fail closed: its calls act for a person, never as the listing's service.
+                raise UpstreamUnavailable(self.name, "a call without its caller's token")
+            return await self._send(await self._ready(), tool, arguments, meta)
+        slot = self._callers.enter(caller.key)
+        try:
+            session = await self._ready_for(slot, caller.bearer)
+            return await self._send(session, tool, arguments, meta)
+        finally:
+            self._callers.leave(slot)
+
+    async def _send(
+        self, session: Session, tool: str, arguments: dict[str, Any], meta: dict[str, Any]
+    ) -> types.CallToolResult | types.InputRequiredResult | types.Result:
+        if session.tools.get(tool) != self._pinned.get(tool):
             raise UpstreamChanged(self.name, tool)
         assert session.client is not None
         call_id = meta.get(CALL_ID)
@@ -161,7 +169,7 @@ class UpstreamServer:
         finally:
             self._sending.forget(call_id)
 
-    async def _ready(self) -> _Session:
+    async def _ready(self) -> Session:
         """A live session, restarted if it died, within ``startup_timeout_s``.
 
         The budget (waiting for another caller's restart included) keeps a call
@@ -175,11 +183,28 @@ class UpstreamServer:
                 if session is None or not session.live:
                     if session is not None:
                         self._retire(session)
-                    await self._open()
-                    session = self._session
+                    session, _ = await self._open(self._headers)
+                    self._session = session
         except TimeoutError:
             raise UpstreamUnavailable(self.name, f"no live session within {budget:g} s") from None
-        assert session is not None
+        return session
+
+    async def _ready_for(self, slot: CallerSlot[Session], bearer: str) -> Session:
+        """The caller's live session, opened with ``bearer`` if it has none (or it died),
+        within ``startup_timeout_s`` as :meth:`_ready`; it sends ``bearer`` from now on."""
+        budget = self.config.startup_timeout_s
+        try:
+            async with asyncio.timeout(budget), slot.lock:
+                session = slot.session
+                if session is None or not session.live:
+                    if session is not None:
+                        self._retire(session)
+                    headers = {**self._headers, "Authorization": f"Bearer {bearer}"}
+                    session, _ = await self._open(headers)
+                    slot.session = session
+        except TimeoutError:
+            raise UpstreamUnavailable(self.name, f"no live session within {budget:g} s") from None
+        session.send_as(bearer)
         return session
 
     async def aclose(self) -> None:
@@ -187,6 +212,7 @@ class UpstreamServer:
         self._closed = True
         if self._session is not None:
             self._retire(self._session)
+        self._callers.close()
         if not self._winding:
             return
         _, pending = await asyncio.wait(set(self._winding), timeout=_CLOSE_TIMEOUT_S)
@@ -195,11 +221,12 @@ class UpstreamServer:
         if pending:
             log.warning("the MCP server %r did not shut down in time", self.name)
 
-    async def _open(self) -> list[types.Tool]:
-        """A fresh session with its tool list read; the caller holds the lock."""
+    async def _open(self, headers: Mapping[str, str]) -> tuple[Session, list[types.Tool]]:
+        """A fresh session sending ``headers``, with its tool list read; the caller holds
+        the lock of the place it keeps the session."""
         if self._closed:
             raise UpstreamUnavailable(self.name, "ARVIS is shutting down")
-        session = _Session()
+        session = Session(headers)
         session.task = asyncio.create_task(self._supervise(session), name=f"mcp:{self.name}")
         self._winding.add(session.task)
         session.task.add_done_callback(self._winding.discard)
@@ -209,7 +236,7 @@ class UpstreamServer:
                 if session.failure is not None:
                     raise UpstreamUnavailable(self.name, session.failure)
                 assert session.client is not None
-                listed = await _list_tools(session.client)
+                listed = await list_tools(session.client)
         except TimeoutError:
             self._retire(session)
             raise UpstreamUnavailable(
@@ -223,11 +250,14 @@ class UpstreamServer:
         except BaseException:
             self._retire(session)
             raise
-        self._session = session
-        self._current = {tool.name: _pinned_form(tool) for tool in listed}
-        return listed
+        if self._closed:
+            # Shutdown began while it opened: nothing will close it but this.
+            self._retire(session)
+            raise UpstreamUnavailable(self.name, "ARVIS is shutting down")
+        session.tools = {tool.name: pinned_form(tool) for tool in listed}
+        return session, listed
 
-    def _retire(self, session: _Session) -> None:
+    def _retire(self, session: Session) -> None:
         # Never awaited: a caller cut off mid-connect must not wait for a child to exit.
         session.stop.set()
         if not session.ready.is_set() and session.task is not None:
@@ -237,7 +267,7 @@ class UpstreamServer:
         if self._session is session:
             self._session = None
 
-    async def _supervise(self, session: _Session) -> None:
+    async def _supervise(self, session: Session) -> None:
         try:
             async with Client(
                 self._transport(session), mode="auto", client_info=_CLIENT_INFO
@@ -247,93 +277,31 @@ class UpstreamServer:
                 await session.stop.wait()
         except Exception as exc:  # a server that fails or dies is contained here
             if session.ready.is_set():
-                log.warning("the session to MCP server %r ended: %s", self.name, _reason(exc))
+                log.warning("the session to MCP server %r ended: %s", self.name, reason(exc))
             else:
-                session.failure = _reason(exc)
+                session.failure = reason(exc)
         finally:
             session.ended.set()
             session.ready.set()
 
-    def _transport(self, session: _Session) -> Transport:
+    def _transport(self, session: Session) -> Transport:
         if self.config.url is not None:
-            return self._http(self.config.url)
+            return self._http(self.config.url, session)
         assert self.config.command is not None
         return self._stdio(self.config.command, session.ended)
 
     @asynccontextmanager
-    async def _http(self, url: str) -> AsyncIterator[_Streams]:
+    async def _http(self, url: str, session: Session) -> AsyncIterator[_Streams]:
         timeout = httpx2.Timeout(self.config.startup_timeout_s, read=None)
         async with (
-            WatchedClient(self._sending, headers=self._headers, timeout=timeout) as http,
+            WatchedClient(self._sending, headers=session.headers, timeout=timeout) as http,
             streamable_http_client(url, http_client=http) as (read, write),
         ):
+            session.http = http
             yield read, write
 
     @asynccontextmanager
     async def _stdio(self, command: list[str], ended: asyncio.Event) -> AsyncIterator[_Streams]:
         parameters = StdioServerParameters(command=command[0], args=command[1:])
-        async with stdio_client(parameters) as (read, write), _watched(read, ended) as watched:
-            yield watched, write
-
-
-@asynccontextmanager
-async def _watched(
-    inner: AsyncIterator[SessionMessage | Exception], ended: asyncio.Event
-) -> AsyncIterator[anyio.abc.ObjectReceiveStream[SessionMessage | Exception]]:
-    """``inner`` relayed, setting ``ended`` the moment it ends.
-
-    ``ended`` is set before the session can see the end, so a call that finds
-    the session dead knows it never sent anything on it.
-    """
-    send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-
-    async def relay() -> None:
-        try:
-            async for item in inner:
-                await send.send(item)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
-            pass
-        finally:
-            ended.set()
-            await send.aclose()
-
-    async with anyio.create_task_group() as group:
-        group.start_soon(relay)
-        try:
-            yield receive
-        finally:
-            group.cancel_scope.cancel()
-
-
-async def _list_tools(client: Client) -> list[types.Tool]:
-    tools: list[types.Tool] = []
-    cursor: str | None = None
-    for _ in range(_MAX_LIST_PAGES):
-        page = await client.list_tools(cursor=cursor, cache_mode="bypass")
-        tools.extend(page.tools)
-        cursor = page.next_cursor
-        if cursor is None:
-            return tools
-    raise MCPError(code=types.INTERNAL_ERROR, message="tools/list never reached its last page")
-
-
-def _pinned_form(tool: types.Tool) -> dict[str, Any]:
-    """What of a listed tool a definition is derived from: a change here is a new plan."""
-    return tool.model_dump(
-        mode="json",
-        by_alias=True,
-        exclude_none=True,
-        include={"name", "title", "description", "input_schema", "annotations"},
-    )
-
-
-def _reason(exc: BaseException) -> str:
-    """One line about why a session failed; never a traceback."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    if isinstance(exc, MCPError):
-        if exc.code == types.CONNECTION_CLOSED:
-            return "the server exited or closed the connection"
-        return exc.error.message
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+        async with stdio_client(parameters) as (read, write), watched(read, ended) as relayed:
+            yield relayed, write

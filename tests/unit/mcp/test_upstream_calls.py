@@ -31,6 +31,8 @@ class FakeUpstream:
     answer: Answer
     url: str | None = None
     calls: list[tuple[str, dict[str, Any], dict[str, Any]]] = field(default_factory=list)
+    callers: list[object] = field(default_factory=list)
+    """The ``caller`` of each call (None without ``auth``)."""
     server: dict[str, Any] = field(default_factory=dict)
     """More fields of its ``[[tools.mcp]]`` entry."""
 
@@ -44,8 +46,11 @@ class FakeUpstream:
             return McpServerConfig(name="notes", url=self.url, **self.server)
         return McpServerConfig(name="notes", command=["notes"], **self.server)
 
-    async def call(self, tool: str, arguments: dict[str, Any], meta: dict[str, Any]) -> Any:
+    async def call(
+        self, tool: str, arguments: dict[str, Any], meta: dict[str, Any], caller: object = None
+    ) -> Any:
         self.calls.append((tool, arguments, meta))
+        self.callers.append(caller)
         return self.answer()
 
 

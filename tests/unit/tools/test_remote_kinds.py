@@ -73,6 +73,19 @@ def test_a_header_either_transport_owns_is_reserved_by_both_naming_who_sets_it()
         assert "set by the MCP transport" in refusal("mcp", mcp_entry(**fields))
 
 
+def test_auth_beside_an_authorization_header_gets_the_same_message_from_both_kinds() -> None:
+    exchange = {
+        "token_endpoint": "https://idp.example/token",
+        "audience": "crm",
+        "client_id": "arvis",
+        "client_secret_env": "CRM_SECRET",
+    }
+    fields = {"headers_env": {"authorization": "CRM_TOKEN"}, "auth": {"token_exchange": exchange}}
+    http, mcp = refusal("http", http_entry(**fields)), refusal("mcp", mcp_entry(**fields))
+    assert http == mcp
+    assert "auth sends the exchanged token as Authorization" in http
+
+
 @pytest.mark.parametrize("section", ["http", "mcp"])
 def test_an_answer_declared_twice_is_refused_by_both_kinds(section: str) -> None:
     if section == "http":
@@ -88,7 +101,9 @@ class _Upstream:
         self.config = McpServerConfig(name="crm", command=["crm"], not_started_codes=declared)
         self.name = "crm"
 
-    async def call(self, tool: str, arguments: dict[str, Any], meta: dict[str, Any]) -> Any:
+    async def call(
+        self, tool: str, arguments: dict[str, Any], meta: dict[str, Any], caller: object = None
+    ) -> Any:
         return self.answer()
 
 
