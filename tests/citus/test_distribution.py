@@ -36,6 +36,7 @@ TENANT_TABLES = {
     "budget_usage",
     "run_checkpoints",
     "console_sessions",
+    "slack_messages",
 }
 GLOBAL_TABLES = {"tool_plans", "instance_leases", "api_keys"}
 
