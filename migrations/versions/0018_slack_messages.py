@@ -44,6 +44,11 @@ PREVIOUS = {"arvis_request_consent": _SQL / "0015"}
 
 
 def upgrade() -> None:
+    # The function first: on Citus a distributed function cannot be replaced in a
+    # transaction that already changed a distributed table over several connections
+    # (the ALTER below). Its body is checked when it runs, not here.
+    for name in FUNCTIONS:
+        op.execute((_SQL / "0018" / f"{name}.sql").read_text())
     op.execute("ALTER TABLE confirmations ADD COLUMN policy jsonb")
     op.execute("""
         CREATE TABLE slack_messages (
@@ -60,12 +65,10 @@ def upgrade() -> None:
             CONSTRAINT ck_slack_messages_posted_with_ts
                 CHECK ((message_ts IS NULL) = (posted_at IS NULL))
         )""")
-    for name in FUNCTIONS:
-        op.execute((_SQL / "0018" / f"{name}.sql").read_text())
 
 
 def downgrade() -> None:
-    op.execute("DROP TABLE slack_messages")
-    for name, folder in PREVIOUS.items():
+    for name, folder in PREVIOUS.items():  # first, as in upgrade
         op.execute((folder / f"{name}.sql").read_text())
+    op.execute("DROP TABLE slack_messages")
     op.execute("ALTER TABLE confirmations DROP COLUMN policy")
