@@ -79,7 +79,7 @@ class SlackDestination:
             return None
         round = event.subject.get("round", 1)
         if round != record.round:
-            return None  # a round after it was opened: that round's events tell it
+            return None  # an earlier round's, come after the next opened: the next's tell
         if event.event_type == REQUESTED:
             return await self._ask(record, posting)
         return await self._tell(record, posting)
@@ -129,7 +129,7 @@ class SlackDestination:
                 return "the consent request is still being posted"
             ts = await self._found(record, message)
             if ts is None:
-                return None  # the post never landed: no message to update
+                return None  # it never landed, or cannot be seen: no message to update
         return await self.update(record, posting, message.channel, ts)
 
     async def update(

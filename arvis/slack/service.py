@@ -206,8 +206,10 @@ class SlackInteractions:
         """The clicked message, as the confirmation now stands."""
         if not isinstance(click.message_ts, str):
             return
-        posted = self.destination.posted
-        posting = await posted.find(record.tenant_id, record.confirmation_id)
+        try:
+            posting = await self.destination.posted.find(record.tenant_id, record.confirmation_id)
+        except ArvisError:
+            posting = None  # the decision stands; the message then shows no policy line
         await self.destination.update(
             record,
             posting or Posting(policy=None, message=None),
