@@ -73,6 +73,7 @@ from arvis.store.checkpoints import PgCheckpoints
 from arvis.store.database import PgStore, resolve_database
 from arvis.store.keys import PgKeyStore
 from arvis.store.outbox import PgOutbox
+from arvis.store.posted import PgPostedMessages
 from arvis.store.sessions import PgSessionStore
 from arvis.store.stats import PgStats
 from arvis.telemetry import load_tracing
@@ -303,7 +304,8 @@ async def build_kernel(
     if slack is not None:
         from arvis.slack.service import slack_approvals  # the optional extra's SDK
 
-        approvals = slack_approvals(slack, lifecycle.consent, clock)
+        posted = PgPostedMessages(store.engine)
+        approvals = slack_approvals(slack, lifecycle.consent, posted, clock)
     destinations = () if approvals is None else (approvals.destination,)
     keys = PgKeyStore(store.engine, store.ops)
     return Kernel(

@@ -89,6 +89,8 @@ class PolicyDecision(BaseModel):
     allowed: bool
     reason: DenialReason | None = None
     detail: str = ""
+    """Why: a refusal's explanation, or, for an allow with consent, why consent is asked
+    (shown to the approver beside the deciding policies)."""
     consent_required: bool = False
     approval: ApprovalTerms | None = None
     """The terms of the consent, when one is required and the policy names them."""
@@ -110,6 +112,13 @@ class PolicyRecord(BaseModel):
     version: str
     digest: str
     policy_ids: tuple[str, ...] = ()
+
+
+class ConsentPolicy(PolicyRecord):
+    """Which policy asked for a consent, and why: kept with the confirmation (revision
+    0018) so an approver sees the rule that demanded it, not only a digest."""
+
+    reason: str | None = None
 
 
 class DenialSnapshot(BaseModel):
@@ -168,6 +177,11 @@ def policy_record(decided: PolicyDecision | AuthorizationSnapshot) -> PolicyReco
         digest=decided.policy_digest,
         policy_ids=decided.policy_ids,
     )
+
+
+def consent_policy(decided: PolicyDecision) -> ConsentPolicy:
+    """Which policy asked for the consent ``decided`` requires, and its reason."""
+    return ConsentPolicy(**policy_record(decided).model_dump(), reason=decided.detail or None)
 
 
 class Authorized(BaseModel):

@@ -342,6 +342,7 @@ class AdmissionService:
                 plan_id=request.plan_id,
                 payload_digest=request.payload.digest,
                 payload_text=kept_text,
+                policy=step.policy,
             )
         )
         if answer.status == "created":

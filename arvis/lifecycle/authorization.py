@@ -23,6 +23,7 @@ from arvis.domain.authorization import (
     AuthorizationSnapshot,
     DenialReason,
     DenialSnapshot,
+    consent_policy,
     policy_fields,
 )
 from arvis.domain.boundary import EffectBoundary
@@ -174,6 +175,7 @@ class ToolAuthorizationService:
                     terms=decision.approval,
                     definition_fingerprint=definition.fingerprint,
                     policy_digest=decision.policy_digest,
+                    policy=consent_policy(decision),
                 )
             if gate is not None:
                 return gate

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from arvis.domain.authorization import ApprovalTerms, AuthorizationSnapshot, DenialSnapshot
+from arvis.domain.authorization import (
+    ApprovalTerms,
+    AuthorizationSnapshot,
+    ConsentPolicy,
+    DenialSnapshot,
+)
 from arvis.domain.context import AuthorizedEffectContext
 from arvis.domain.definitions import ToolDefinition
 from arvis.domain.idempotency import derive_idempotency_key
@@ -107,6 +112,8 @@ class AwaitConsent:
     definition_fingerprint: str | None = None
     policy_digest: str | None = None
     """What the approval will be for: re-checked when the approved call is used."""
+    policy: ConsentPolicy | None = None
+    """Which policy asked, and why: what the approver is shown (revision 0018)."""
 
 
 AuthorizationStep = Proceed | Refuse | Deduplicated | InFlight | AwaitConsent | AnotherPrincipal

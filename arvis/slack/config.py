@@ -31,6 +31,14 @@ from arvis.domain.sections import environment_secret, parse_section
 SLACK_API = "https://slack.com/api/"
 _ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 _SLACK_ID = r"^[A-Z0-9]{2,32}$"
+_EVENTS = frozenset(
+    {
+        "confirmation.requested",
+        "confirmation.approved",
+        "confirmation.denied",
+        "confirmation.expired",
+    }
+)
 
 
 class SlackUser(BaseModel):
@@ -62,9 +70,8 @@ class SlackConfig(BaseModel):
     timeout_s: float = Field(default=5.0, gt=0, le=30)
 
     def wants(self, event_type: str, tenant_id: str) -> bool:
-        return event_type == "confirmation.requested" and (
-            self.tenants is None or tenant_id in self.tenants
-        )
+        """A consent asked (posted), approved, denied or expired (its message updated)."""
+        return event_type in _EVENTS and (self.tenants is None or tenant_id in self.tenants)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,5 @@
-"""Approvals in Slack, with Slack's own SDK (``slack-sdk``): the outbox destination that
-posts a consent request, and the interactions that approve or deny it.
+"""Approvals in Slack, with Slack's own SDK (``slack-sdk``): the interactions that approve
+or deny a consent request the outbox destination (:mod:`arvis.slack.destination`) posted.
 
 A click is trusted only when Slack's signature over the exact body verifies
 (``slack_sdk.signature.SignatureVerifier``) within the tolerance, and only once; the
@@ -10,44 +10,39 @@ every other approval path: four eyes, groups and quorum are its rules, not ours.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import re
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
 from slack_sdk import WebClient
-from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.signature import Clock as SlackClock
 from slack_sdk.signature import SignatureVerifier
 
 from arvis.domain.clock import Clock
 from arvis.domain.errors import ArvisError
 from arvis.domain.identity import Identity
-from arvis.domain.ids import ID_PATTERN, ConfirmationId, TenantId
-from arvis.domain.states import ConfirmationState
-from arvis.lifecycle.consent.notify import OutboxEvent, SignatureInvalid
+from arvis.domain.ids import ID_PATTERN, ConfirmationId
+from arvis.lifecycle.consent.notify import SignatureInvalid
+from arvis.lifecycle.consent.posted import PostedMessages, Posting
 from arvis.lifecycle.consent.service import ConsentService
 from arvis.lifecycle.errors import ConfirmationStateConflict, NotFound
 from arvis.lifecycle.records import ConfirmationRecord
 from arvis.slack.config import Slack
-from arvis.slack.messages import APPROVE, DENY, outcome_message, request_message
+from arvis.slack.destination import SlackDestination
+from arvis.slack.messages import APPROVE, DENY
+from arvis.slack.web import call, web_client
 
 log = logging.getLogger(__name__)
-# The SDK logs whole requests and answers at DEBUG (message bodies, which carry the frozen
-# arguments): its logger is ours, and never below INFO.
-_sdk_log = logging.getLogger("arvis.slack.sdk")
-_sdk_log.setLevel(logging.INFO)
 
-DESTINATION = "@slack"
-"""The outbox's name for Slack (no webhook name can start with ``@``)."""
 _TIMESTAMP = re.compile(r"^\d{1,12}$")
 _SIGNATURE = re.compile(r"^v0=[0-9a-f]{64}$")
 _ID = re.compile(ID_PATTERN)
+_SLACK_REF = re.compile(r"^[A-Za-z0-9.]{1,32}$")  # a channel id or a message's ts
 _SEEN_MAX = 10_000
 
 
@@ -63,71 +58,8 @@ class MalformedInteraction(ArvisError, code="malformed_body"):
     """A signed request that is not the interaction ARVIS posted buttons for."""
 
 
-def web_client(slack: Slack) -> WebClient:
-    """Slack's Web API client for the bot: no retries of its own (the outbox retries a
-    post; a click is answered once), its logger quiet."""
-    return WebClient(
-        token=slack.bot_token,
-        base_url=slack.config.api_url,
-        timeout=max(1, round(slack.config.timeout_s)),
-        logger=_sdk_log,
-        retry_handlers=[],
-    )
-
-
-async def _call(method: Callable[..., Any], **arguments: Any) -> str | None:
-    """One Web API call off the event loop; None when Slack answered ok, else what went
-    wrong (Slack's error code or the exception's class — never a token)."""
-    try:
-        await asyncio.to_thread(method, **arguments)
-    except SlackApiError as exc:
-        return f"slack: {exc.response.get('error', 'error')}"
-    except (SlackClientError, OSError) as exc:
-        return type(exc).__name__
-    return None
-
-
-@dataclass(eq=False)
-class SlackDestination:
-    """An outbox destination (:class:`arvis.webhooks.deliverer.NotificationDeliverer`):
-    each ``confirmation.requested`` becomes a message with Approve/Deny buttons."""
-
-    slack: Slack
-    web: WebClient
-    consent: ConsentService
-    name: str = DESTINATION
-    timeout_s: float = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.timeout_s = self.slack.config.timeout_s
-
-    def wants(self, event_type: str, tenant_id: str) -> bool:
-        return self.slack.config.wants(event_type, tenant_id)
-
-    async def deliver(self, event: OutboxEvent) -> str | None:
-        confirmation_id = event.subject.get("confirmation_id")
-        if not isinstance(confirmation_id, str):
-            return None
-        try:
-            record = await self.consent.confirmation(
-                TenantId(event.tenant_id), ConfirmationId(confirmation_id)
-            )
-        except NotFound:
-            return None
-        if record.state is not ConfirmationState.PENDING:
-            return None  # decided before it could be asked here: nothing to ask
-        text, blocks = request_message(record)
-        error = await _call(
-            self.web.chat_postMessage,
-            channel=self.slack.config.channel,
-            text=text,
-            blocks=blocks,
-            unfurl_links=False,
-            unfurl_media=False,
-        )
-        if error is not None:
-            log.warning("slack: posting %s failed: %s", event.event_id, error)
-        return error
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and _SLACK_REF.fullmatch(value) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +71,7 @@ class Click:
     tenant_id: str
     confirmation_id: str
     message_ts: str | None
+    channel_id: str | None
 
 
 class _Clock(SlackClock):
@@ -157,6 +90,8 @@ class SlackInteractions:
     web: WebClient
     consent: ConsentService
     clock: Clock
+    destination: SlackDestination
+    """Renders and sends the updates, as for a consent decided elsewhere."""
     _seen: OrderedDict[str, float] = field(default_factory=OrderedDict, init=False)
     _verifier: SignatureVerifier = field(init=False)
 
@@ -212,7 +147,8 @@ class SlackInteractions:
                 action=str(action["action_id"]),
                 tenant_id=str(value["t"]),
                 confirmation_id=str(value["c"]),
-                message_ts=(payload.get("container") or {}).get("message_ts"),
+                message_ts=_text((payload.get("container") or {}).get("message_ts")),
+                channel_id=_text((payload.get("container") or {}).get("channel_id")),
             )
         except MalformedInteraction:
             raise
@@ -235,7 +171,7 @@ class SlackInteractions:
         except ArvisError as error:
             await self._tell(click, f"ARVIS did not record that: {error.message}")
             if approver is not None and isinstance(error, ConfirmationStateConflict):
-                await self._show(approver, click, "decided elsewhere")
+                await self._show(approver, click)
             raise
         verb = "approved" if click.action == APPROVE else "denied"
         log.info(
@@ -245,7 +181,7 @@ class SlackInteractions:
             verb,
             click.confirmation_id,
         )
-        await self._update(click, record, f"{verb} in Slack by {approver.principal_id}")
+        await self._update(click, record)
         return {"ok": True, "confirmation_id": record.confirmation_id, "state": record.state}
 
     async def _decide(self, approver: Identity, click: Click) -> ConfirmationRecord:
@@ -257,38 +193,39 @@ class SlackInteractions:
             return await self.consent.approve(approver, confirmation)
         return await self.consent.deny(approver, confirmation, "denied in Slack")
 
-    async def _show(self, approver: Identity, click: Click, note: str) -> None:
+    async def _show(self, approver: Identity, click: Click) -> None:
         try:
             record = await self.consent.confirmation(
                 approver.tenant_id, ConfirmationId(click.confirmation_id)
             )
         except ArvisError:
             return
-        await self._update(click, record, note)
+        await self._update(click, record)
 
-    async def _update(self, click: Click, record: ConfirmationRecord, note: str) -> None:
+    async def _update(self, click: Click, record: ConfirmationRecord) -> None:
+        """The clicked message, as the confirmation now stands."""
         if not isinstance(click.message_ts, str):
             return
-        text, blocks = outcome_message(record, note)
-        error = await _call(
-            self.web.chat_update,
-            channel=self.slack.config.channel,
-            ts=click.message_ts,
-            text=text,
-            blocks=blocks,
+        try:
+            posting = await self.destination.posted.find(record.tenant_id, record.confirmation_id)
+        except ArvisError:
+            posting = None  # the decision stands; the message then shows no policy line
+        await self.destination.update(
+            record,
+            posting or Posting(policy=None, message=None),
+            click.channel_id or self.slack.config.channel,
+            click.message_ts,
         )
-        if error is not None:
-            log.warning("slack: updating %s's message failed: %s", record.confirmation_id, error)
 
     async def _tell(self, click: Click, text: str) -> None:
-        error = await _call(
+        answer = await call(
             self.web.chat_postEphemeral,
-            channel=self.slack.config.channel,
+            channel=click.channel_id or self.slack.config.channel,
             user=click.user_id,
             text=text,
         )
-        if error is not None:
-            log.warning("slack: telling %s failed: %s", click.user_id, error)
+        if answer.error is not None:
+            log.warning("slack: telling %s failed: %s", click.user_id, answer.error)
 
 
 @dataclass(eq=False)
@@ -303,8 +240,9 @@ class SlackApprovals:
         return self.interactions.slack.config.max_body_bytes
 
 
-def slack_approvals(slack: Slack, consent: ConsentService, clock: Clock) -> SlackApprovals:
+def slack_approvals(
+    slack: Slack, consent: ConsentService, posted: PostedMessages, clock: Clock
+) -> SlackApprovals:
     web = web_client(slack)
-    return SlackApprovals(
-        SlackDestination(slack, web, consent), SlackInteractions(slack, web, consent, clock)
-    )
+    destination = SlackDestination(slack, web, consent, posted, clock)
+    return SlackApprovals(destination, SlackInteractions(slack, web, consent, clock, destination))

@@ -1,12 +1,32 @@
-"""The column and constraint shapes the lifecycle's tables repeat (``arvis.store.tables``)."""
+"""The column and constraint shapes the lifecycle's tables repeat (``arvis.store.tables``),
+and the one ``MetaData`` they and the notifications' tables (``arvis.store.notify_tables``)
+are declared on."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import CheckConstraint, Column, DateTime, ForeignKeyConstraint, Text, text
+from sqlalchemy import (
+    CheckConstraint,
+    Column,
+    DateTime,
+    ForeignKeyConstraint,
+    MetaData,
+    Text,
+    text,
+)
 from sqlalchemy.types import TypeEngine
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
 
 
 def in_(column: str, values: tuple[str, ...]) -> str:

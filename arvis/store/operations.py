@@ -89,6 +89,11 @@ class PgOperations(PgJournal):
                         "quorum": record.quorum,
                         "definition_fingerprint": record.definition_fingerprint,
                         "policy_digest": record.policy_digest,
+                        **(
+                            {}
+                            if request.policy is None
+                            else {"policy": request.policy.model_dump(mode="json")}
+                        ),
                     }
                 ),
             ),

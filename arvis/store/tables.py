@@ -18,7 +18,6 @@ from sqlalchemy import (
     ForeignKeyConstraint,
     Index,
     Integer,
-    MetaData,
     Numeric,
     PrimaryKeyConstraint,
     Table,
@@ -35,26 +34,18 @@ from arvis.domain.states import CapabilityState, ConfirmationState
 from arvis.store.columns import at_ as _at
 from arvis.store.columns import defaulted as _defaulted
 from arvis.store.columns import in_ as _in
+from arvis.store.columns import metadata as metadata
 from arvis.store.columns import of_run as _of_run
 from arvis.store.columns import tenant_check as _tenant_check
 from arvis.store.columns import texts as _texts
-
-metadata = MetaData(
-    naming_convention={
-        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
-        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
-        "ck": "ck_%(table_name)s_%(constraint_name)s",
-        "fk": "fk_%(table_name)s_%(referred_table_name)s",
-        "pk": "pk_%(table_name)s",
-    }
-)
+from arvis.store.notify_tables import notify_outbox as notify_outbox
+from arvis.store.notify_tables import slack_messages as slack_messages
 
 # The CHECKed value sets come from the domain's one definition of each.
 BOUNDARIES = tuple(boundary.value for boundary in EffectBoundary)
 CAPABILITY_STATES = tuple(state.value for state in CapabilityState)
 CONFIRMATION_STATES = tuple(state.value for state in ConfirmationState)
 JOURNAL_KINDS = tuple(kind.value for kind in JournalKind)
-OUTBOX_STATES = ("PENDING", "DELIVERED", "DEAD")
 ROLES: tuple[str, ...] = ROLES_OF_KEYS
 
 
@@ -169,6 +160,9 @@ confirmations = Table(
     _defaulted("quorum", Integer, "1"),
     Column("definition_fingerprint", Text),
     Column("policy_digest", Text),
+    # Which policy asked for the consent and why (revision 0018): engine, version, digest,
+    # policy_ids, reason. NULL: asked before it.
+    Column("policy", JSONB),
     # The round of approval (revision 0010): a resolution as not started of an attempt
     # that used the consent up opens the next, under the same terms, at renewed_at.
     _defaulted("round", Integer, "1"),
@@ -269,30 +263,6 @@ resolutions = Table(
         name="boundary_resolved",
     ),
     Index("ix_resolutions_next_ask_at", "next_ask_at", postgresql_where=text("boundary IS NULL")),
-)
-
-# The durable outbox of notifications (revision 0006): written by triggers in the
-# transaction of the event it reports, delivered after commit by the deliverer.
-notify_outbox = Table(
-    "notify_outbox",
-    metadata,
-    *_texts("tenant_id", "event_id", "event_type"),
-    Column("subject", JSONB, nullable=False),
-    _at("occurred_at", now=True),
-    _defaulted("state", Text, "'PENDING'"),
-    _defaulted("attempts", Integer, "0"),
-    _at("next_attempt_at", now=True),
-    _defaulted("delivered_to", ARRAY(Text), "'{}'"),
-    Column("last_error", Text),
-    _at("delivered_at", required=False),
-    PrimaryKeyConstraint("tenant_id", "event_id"),
-    _tenant_check(),
-    CheckConstraint(_in("state", OUTBOX_STATES), name="state_known"),
-    Index(
-        "ix_notify_outbox_next_attempt_at",
-        "next_attempt_at",
-        postgresql_where=text("state = 'PENDING'"),
-    ),
 )
 
 instance_leases = Table(

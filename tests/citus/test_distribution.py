@@ -15,9 +15,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from arvis.domain.ids import TenantId
-from arvis.store.distribution import STEPS
-from arvis.store.migrate import distribute, head_revision, upgrade
+from arvis.domain.ids import ConfirmationId, TenantId
+from arvis.store.distribution import STEPS, distribute_schema
+from arvis.store.engine import create_sync_engine
+from arvis.store.migrate import distribute, downgrade, head_revision, upgrade
+from arvis.store.posted import PgPostedMessages
 from tests.support.citus import CitusCluster, citus_database, function_calls, tenant_elsewhere
 from tests.support.lifecycle import AGENT, Harness, make_harness
 from tests.support.postgres import sql
@@ -36,6 +38,7 @@ TENANT_TABLES = {
     "budget_usage",
     "run_checkpoints",
     "console_sessions",
+    "slack_messages",
 }
 GLOBAL_TABLES = {"tool_plans", "instance_leases", "api_keys"}
 
@@ -164,3 +167,51 @@ async def _calls_of_two_tenants(harness: Harness, distributed: str) -> None:
             identity.tenant_id,
         )
         assert rows == [(3,)]
+
+
+async def test_a_database_distributed_at_0017_migrates_to_0018_and_places_its_table(
+    citus_cluster: CitusCluster,
+) -> None:
+    # Revision 0018 adds a column to a distributed table, replaces a distributed step
+    # and creates slack_messages, which the same migration then places; its downgrade
+    # undoes all three on the cluster.
+    with citus_database(citus_cluster, prefix="arvis_c18") as url:
+        upgrade(url, "0017")
+        engine = create_sync_engine(url)
+        try:
+            with engine.connect() as conn:
+                assert "confirmations" in distribute_schema(conn)
+        finally:
+            engine.dispose()
+        upgrade(url)
+        kinds = dict(
+            sql(
+                url,
+                "SELECT table_name::text, citus_table_type FROM citus_tables"
+                " WHERE table_name::text IN ('slack_messages', 'confirmations')",
+            )
+        )
+        assert kinds == {"slack_messages": "distributed", "confirmations": "distributed"}
+        harness = await make_harness(url)
+        try:
+            asked = await harness.execute("append")
+            assert asked.confirmation is not None
+            posted = PgPostedMessages(harness.store.engine)
+            confirmation = ConfirmationId(asked.confirmation.id)
+            await posted.begin(AGENT.tenant_id, confirmation, 1, "C0APPROVALS")
+            await posted.posted(AGENT.tenant_id, confirmation, 1, "1796000000.000001")
+            found = await posted.find(AGENT.tenant_id, confirmation)
+        finally:
+            await harness.close()
+        assert found is not None
+        assert found.policy is not None
+        assert found.policy.policy_ids == ("default.consent_for_mutating_unsafe",)
+        assert found.message is not None
+        assert found.message.ts == "1796000000.000001"
+        downgrade(url, "0017")  # and back: the table goes, and is placed again
+        assert sql(url, "SELECT to_regclass('slack_messages')") == [(None,)]
+        upgrade(url)
+        assert sql(
+            url,
+            "SELECT citus_table_type FROM citus_tables WHERE table_name::text = 'slack_messages'",
+        ) == [("distributed",)]

@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from arvis.kernel import Kernel
 from tests.support import slack
 from tests.support.evidence import wait_for
 from tests.support.http import Api, serve_api
@@ -63,77 +62,49 @@ async def api(
             yield served
 
 
-def _kernel(api: Api) -> Kernel:
-    kernel: Kernel = api.app.state.kernel
-    return kernel
-
-
-async def _ask(api: Api, run_id: str, tool: str, payload: dict[str, Any]) -> dict[str, Any]:
-    """The agent posts a call that needs consent; the outbox is delivered to Slack."""
-    response = await api.syscall(tool, payload, run_id=run_id, causal_id="c1")
-    answer: dict[str, Any] = response.json()
-    assert answer["outcome"] == "confirmation_required", answer
-    await _kernel(api).deliverer.deliver_once()
-    return answer
-
-
-def _posted(stand_in: slack.SlackStandIn, confirmation_id: str) -> dict[str, Any]:
-    [message] = [m for m in stand_in.of("chat.postMessage") if confirmation_id in json.dumps(m)]
-    return message
-
-
 async def _asked(
     stand_in: slack.SlackStandIn, api: Api, run_id: str, tool: str, payload: dict[str, Any]
 ) -> tuple[str, str]:
-    """:func:`_ask`, then the confirmation id and what its posted buttons carry back."""
-    asked = await _ask(api, run_id, tool, payload)
-    confirmation_id = str(asked["confirmation"]["id"])
-    return confirmation_id, _button(_posted(stand_in, confirmation_id), "arvis_approve")
+    """The confirmation id and what its posted buttons carry back."""
+    confirmation_id = await slack.ask(api, run_id, tool, payload)
+    return confirmation_id, slack.button(slack.posted(stand_in, confirmation_id), "arvis_approve")
 
 
-def _button(message: dict[str, Any], action_id: str) -> str:
-    [actions] = [block for block in message["blocks"] if block["type"] == "actions"]
-    [button] = [e for e in actions["elements"] if e["action_id"] == action_id]
-    return str(button["value"])
-
-
-async def _click(
-    api: Api, user: str, action_id: str, value: str, **signing: Any
-) -> tuple[int, dict[str, Any]]:
-    body = slack.click_body(user, action_id, value)
-    response = await api.client.post(
-        "/slack/interactions", content=body, headers=slack.signed(body, **signing)
-    )
-    return response.status_code, response.json()
-
-
-async def _confirmation(api: Api, confirmation_id: str) -> dict[str, Any]:
-    response = await api.client.get(
-        "/v1/confirmations", headers=api.auth("acme:approver"), params={"limit": 500}
-    )
-    [found] = [c for c in response.json()["confirmations"] if c["id"] == confirmation_id]
-    return dict(found)
+_click = slack.click
+_confirmation = slack.confirmation
 
 
 async def test_a_consent_request_is_posted_with_its_arguments_asker_terms_ids_and_buttons(
     api: Api, stand_in: slack.SlackStandIn
 ) -> None:
-    payload = {"path": "slack/a.txt", "content": "pay 100 EUR to ACME-7"}
-    asked = await _ask(api, "slack-post", "files.write", payload)
-    confirmation_id = asked["confirmation"]["id"]
+    payload = {"path": "slack/a.txt", "content": "pay 100 EUR to ACME-7 <!channel>"}
+    confirmation_id = await slack.ask(api, "slack-post", "files.write", payload)
 
-    message = _posted(stand_in, confirmation_id)
-    text = json.dumps(message["blocks"])
+    message = slack.posted(stand_in, confirmation_id)
+    text = slack.text_of(message)
     assert message["channel"] == slack.CHANNEL
     assert "pay 100 EUR to ACME-7" in text  # the frozen arguments
-    assert "agent-of-acme" in text  # who asks
+    assert "&lt;!channel&gt;" in text  # shown as text, never a mention
+    assert "<!channel>" not in text
+    assert "`agent-of-acme`" in text  # who asks
     assert "ARVIS's policy asks consent for `files.write`" in text
+    # Which rule demanded the consent, and why: not only the policy's digest.
+    assert "Policy `default.consent_tools` (rules `" in text
+    assert "tool 'files.write' is on the list of tools that need consent" in text
     for value in ("slack-post", "c1", confirmation_id):
         assert value in text
-    assert json.loads(_button(message, "arvis_approve")) == {"t": "acme", "c": confirmation_id}
-    assert _button(message, "arvis_deny") == _button(message, "arvis_approve")
+    assert json.loads(slack.button(message, "arvis_approve")) == {
+        "t": "acme",
+        "c": confirmation_id,
+    }
+    assert slack.button(message, "arvis_deny") == slack.button(message, "arvis_approve")
+    assert message["metadata"]["event_payload"] == {
+        "tenant_id": "acme",
+        "confirmation_id": confirmation_id,
+        "round": 1,
+    }
 
-    await _kernel(api).deliverer.deliver_once()  # delivered once: not posted again
+    await slack.kernel_of(api).deliverer.deliver_once()  # delivered once: not posted again
     assert len([m for m in stand_in.of("chat.postMessage") if confirmation_id in str(m)]) == 1
 
 
@@ -150,15 +121,19 @@ async def test_a_click_is_decided_as_the_slack_users_principal_and_updates_the_m
     payload = {"path": f"slack/{button}.txt", "content": "ok"}
     confirmation_id, value = await _asked(stand_in, api, f"slack-{button}", "files.write", payload)
 
-    status, answer = await _click(api, "U0APPROVER", button, value)
+    ts = slack.shown(stand_in, confirmation_id)["ts"]
+
+    status, answer = await _click(api, "U0APPROVER", button, value, message_ts=ts)
 
     assert (status, answer["state"]) == (200, state)
     decided = await _confirmation(api, confirmation_id)
     assert decided["decided_by"] == "approver-of-acme (slack:U0APPROVER)"
     [update] = [u for u in stand_in.of("chat.update") if confirmation_id in json.dumps(u)]
-    assert update["ts"] == "1700000000.000001"
-    assert state in json.dumps(update["blocks"])
-    assert "in Slack by approver-of-acme" in json.dumps(update["blocks"])
+    assert update["ts"] == ts
+    shown = slack.shown(stand_in, confirmation_id)
+    verb = state.lower()
+    assert f"*{state}* — {verb} by approver-of-acme (slack:U0APPROVER)" in slack.text_of(shown)
+    assert slack.buttons(shown) == []
     again = await api.syscall("files.write", payload, run_id=f"slack-{button}", causal_id="c1")
     assert again.json()["outcome"] == then
 
@@ -215,10 +190,13 @@ async def test_groups_and_quorum_hold_in_slack_as_everywhere(
         stand_in, api, "slack-quorum", "files.append", {"path": "slack/q.log", "line": "q"}
     )
 
-    outside = await _click(api, "U0APPROVER", "arvis_approve", value)
-    first = await _click(api, "U0LEAD1", "arvis_approve", value)
-    twice = await _click(api, "U0LEAD1", "arvis_approve", value)
-    second = await _click(api, "U0LEAD2", "arvis_approve", value)
+    ts = slack.shown(stand_in, confirmation_id)["ts"]
+
+    outside = await _click(api, "U0APPROVER", "arvis_approve", value, message_ts=ts)
+    first = await _click(api, "U0LEAD1", "arvis_approve", value, message_ts=ts)
+    after_first = slack.shown(stand_in, confirmation_id)
+    twice = await _click(api, "U0LEAD1", "arvis_approve", value, message_ts=ts)
+    second = await _click(api, "U0LEAD2", "arvis_approve", value, message_ts=ts)
 
     assert (outside[0], outside[1]["code"]) == (403, "approver_not_in_group")
     assert (first[0], first[1]["state"]) == (200, "PENDING")
@@ -226,6 +204,12 @@ async def test_groups_and_quorum_hold_in_slack_as_everywhere(
     assert (second[0], second[1]["state"]) == (200, "APPROVED")
     approvals = (await _confirmation(api, confirmation_id))["approvals"]
     assert sorted(a["principal_id"] for a in approvals) == ["lead1", "lead2"]
+    # The buttons stay while the quorum still needs an approval, and go once it is met.
+    assert "1 of 2 approvals: lead1 (slack:U0LEAD1)" in slack.text_of(after_first)
+    assert len(slack.buttons(after_first)) == 2
+    decided = slack.shown(stand_in, confirmation_id)
+    assert slack.buttons(decided) == []
+    assert "approved by lead1 (slack:U0LEAD1), lead2 (slack:U0LEAD2)" in slack.text_of(decided)
 
 
 BAD_REQUESTS = {
@@ -320,7 +304,7 @@ async def test_a_failed_post_stays_in_the_outbox_for_the_next_pass(
     )
     confirmation_id = response.json()["confirmation"]["id"]
 
-    await _kernel(api).deliverer.deliver_once()
+    await slack.kernel_of(api).deliverer.deliver_once()
 
     rows = api.sql(
         "SELECT state, last_error FROM notify_outbox"

@@ -268,6 +268,7 @@ class RulePolicy:
         required = consent is not None and consent[1]
         return PolicyDecision(
             allowed=True,
+            detail=_CONSENT_REASONS[consent[0]].format(name) if consent and required else "",
             consent_required=required,
             approval=rules.approvals.get(name) if required else None,
             policy_version=self.version,
@@ -356,6 +357,14 @@ def payload_url(payload: FrozenEffectPayload) -> str | None:
     destination reaches; None when there is none."""
     url = payload.value.get("url") if isinstance(payload.value, dict) else None
     return url if isinstance(url, str) else None
+
+
+_CONSENT_REASONS = {
+    "consent_tools": "tool {!r} is on the list of tools that need consent",
+    "approvals": "tool {!r} has approval terms, so it needs consent",
+    "consent_for_mutating_unsafe": "tool {!r} is mutating and replay-unsafe",
+}
+"""Why each consent rule asks (the approver is shown it beside the rule's id)."""
 
 
 def _consent_rule(definition: ToolDefinition, rules: TenantRules) -> tuple[str, bool] | None:

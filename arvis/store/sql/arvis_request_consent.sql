@@ -12,6 +12,9 @@
 -- that use, list and expire it (expires_at <= now()) judge it by the same clock.
 -- Revision 0015 (issue 28): the approver groups are read from p_terms before the insert
 -- (Citus refuses a subquery inside an INSERT on a distributed table).
+-- Revision 0018 (issue 27): p_terms may carry 'policy', which policy asked for the
+-- consent and why (engine, version, digest, policy_ids, reason); it is kept in
+-- confirmations.policy for the approver to see.
 CREATE OR REPLACE FUNCTION arvis_request_consent(
     p_tenant text, p_run text, p_plan text, p_causal text, p_key text, p_tool text,
     p_digest text, p_confirmation text, p_payload text, p_context text,
@@ -32,12 +35,12 @@ BEGIN
     INSERT INTO confirmations (tenant_id, confirmation_id, run_id, causal_id,
         idempotency_key, tool, payload_digest, payload, state, context, expires_at,
         created_at, updated_at, approver_groups, quorum, definition_fingerprint,
-        policy_digest)
+        policy_digest, policy)
     VALUES (p_tenant, p_confirmation, p_run, p_causal, p_key, p_tool, p_digest,
         p_payload::jsonb, 'PENDING', p_context::jsonb, now() + (p_expires_at - p_created_at),
         now(), now(),
         v_groups, (p_terms ->> 'quorum')::integer, p_terms ->> 'definition_fingerprint',
-        p_terms ->> 'policy_digest')
+        p_terms ->> 'policy_digest', p_terms -> 'policy')
     ON CONFLICT DO NOTHING;
     IF FOUND THEN
         out_status := 'created';

@@ -94,7 +94,12 @@ def test_a_consent_permit_asks_for_consent_even_beside_a_plain_permit(tmp_path: 
         'permit (principal, action, resource == Arvis::Tool::"ledger.put")\n'
         "when { context.payload has amount && context.payload.amount > 100 };",
     )
-    assert isinstance(decide(policy, PUT, {"amount": 500}), AwaitConsent)
+    asked = decide(policy, PUT, {"amount": 500})
+    assert isinstance(asked, AwaitConsent)
+    assert asked.policy is not None
+    # The approver is shown which permit asked, beside every policy that allowed.
+    assert set(asked.policy.policy_ids) == {"everyone", "big-puts"}
+    assert asked.policy.reason == "permitted only with consent by big-puts"
     assert allowed(decide(policy, PUT, {"amount": 5})).snapshot.policy_ids == ("everyone",)
 
 

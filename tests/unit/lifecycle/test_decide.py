@@ -15,7 +15,7 @@ from decimal import Decimal
 
 import pytest
 
-from arvis.domain.authorization import DenialReason
+from arvis.domain.authorization import ConsentPolicy, DenialReason
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.definitions import ReplaySafety, ToolDefinition
 from arvis.domain.identity import Identity
@@ -254,7 +254,7 @@ def test_a_corrected_payload_under_the_same_causal_id_is_a_conflict() -> None:
 # -- the consent gate --------------------------------------------------------------------
 
 
-def test_an_unsafe_call_without_consent_asks_for_it() -> None:
+def test_an_unsafe_call_without_consent_asks_for_it_naming_the_rule_and_why() -> None:
     req = request(SEND)
     step = decide(req, NEW_DECISION)
     assert step == AwaitConsent(
@@ -262,6 +262,13 @@ def test_an_unsafe_call_without_consent_asks_for_it() -> None:
         None,
         definition_fingerprint=PLAN.definitions[SEND].fingerprint,
         policy_digest=POLICY.digest,
+        policy=ConsentPolicy(
+            engine="rules",
+            version=POLICY.version,
+            digest=POLICY.digest,
+            policy_ids=("default.consent_for_mutating_unsafe",),
+            reason=f"tool {SEND!r} is mutating and replay-unsafe",
+        ),
     )
 
 

@@ -135,8 +135,9 @@ class CedarPolicy:
                 tuple(self._label(cedar_id) for cedar_id in erring) or (CEDAR_INPUT,),
             )
         if answer.allowed:
-            consent = any(cedar_id in self._consent for cedar_id in reasons)
-            return self._decision(True, None, "", labels, consent=consent)
+            asking = [self._label(cedar_id) for cedar_id in reasons if cedar_id in self._consent]
+            detail = f"permitted only with consent by {', '.join(asking)}" if asking else ""
+            return self._decision(True, None, detail, labels, consent=bool(asking))
         if reasons:
             return self._decision(
                 False,

@@ -1,11 +1,15 @@
 """Revisions 0012 (group commit), 0015 (Citus-ready steps, the run's row lock), 0016 (a
-key's last use) and 0017 (console sessions of ID tokens), down to 0011 from a database
-that holds a run, keys and sessions, and up again.
+key's last use), 0017 (console sessions of ID tokens) and 0018 (where Slack's messages
+are, the policy that asked for a consent), down to 0011 from a database that holds a
+run, keys, sessions, a consent and its Slack message, and up again.
 
-Downgrade gives 0011's journal writer back (one typed argument, no tenant first) and
-drops the batch statements; a key keeps its row without its last-use time; a key's
-console session stays and an ID token's is deleted (its person signs in again). The
-run's chain goes on under 0011's writer and again under the head's, and verifies.
+Downgrade to 0017 drops the Slack messages and the consent's policy, and 0015's
+``arvis_request_consent`` asks for consent again. Down to 0011 gives 0011's journal
+writer back (one typed argument, no tenant first) and drops the batch statements; a key
+keeps its row without its last-use time; a key's console session stays and an ID
+token's is deleted (its person signs in again). The run's chain goes on under 0011's
+writer and again under the head's, and verifies; a consent asked at the head records
+its policy again.
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ from typing import Any
 
 import pytest
 
-from arvis.domain.ids import RunId
+from arvis.domain.ids import ConfirmationId, RunId
 from arvis.store.migrate import downgrade, upgrade
+from arvis.store.posted import PgPostedMessages
 from tests.support.lifecycle import AGENT, make_harness
 from tests.support.postgres import create_database, drop_database
 from tests.support.postgres import sql as _sql
@@ -96,7 +101,46 @@ def _append_under_0011(url: str, position: int) -> tuple[Any, ...]:
     return tuple(row)
 
 
-async def test_a_run_keys_and_sessions_go_down_to_0011_and_back(database: str) -> None:
+def _policies(url: str) -> list[Any]:
+    return [policy for (policy,) in _sql(url, "SELECT policy FROM confirmations ORDER BY 1")]
+
+
+def _ask_under_0015(url: str) -> tuple[Any, ...]:
+    """A consent asked through revision 0015's ``arvis_request_consent`` (terms with a
+    policy it does not know: ignored)."""
+    [(plan,)] = _sql(url, "SELECT plan_id FROM runs WHERE run_id = %s", RUN)
+    context = {"tenant_id": AGENT.tenant_id, "principal_id": AGENT.principal_id}
+    terms = {"approver_groups": [], "quorum": 1, "policy": {"engine": "rules"}}
+    [row] = _sql(
+        url,
+        "SELECT out_status FROM arvis_request_consent(%s, %s, %s, 'old-consent', %s,"
+        " 'append', %s, 'cnf_old', '{}', %s, now() + interval '1 hour', now(), %s::jsonb)",
+        AGENT.tenant_id,
+        RUN,
+        plan,
+        "e" * 64,
+        "d" * 64,
+        json.dumps(context),
+        json.dumps(terms),
+    )
+    return tuple(row)
+
+
+async def _ask_and_post(url: str, instance_id: str) -> None:
+    """A consent asked at the head, and its message recorded as Slack's destination does."""
+    harness = await make_harness(url, instance_id=instance_id)
+    try:
+        asked = await harness.execute("append", run_id=RUN)
+        assert asked.confirmation is not None
+        posted = PgPostedMessages(harness.store.engine)
+        tenant, confirmation = AGENT.tenant_id, ConfirmationId(asked.confirmation.id)
+        await posted.begin(tenant, confirmation, 1, "C0APPROVALS")
+        await posted.posted(tenant, confirmation, 1, "1796000000.000001")
+    finally:
+        await harness.close()
+
+
+async def test_a_run_keys_sessions_and_a_consent_go_down_to_0011_and_back(database: str) -> None:
     harness = await make_harness(database)
     try:
         first = await harness.execute("read", run_id=RUN)
@@ -104,6 +148,15 @@ async def test_a_run_keys_and_sessions_go_down_to_0011_and_back(database: str) -
     finally:
         await harness.close()
     _seed_keys_and_sessions(database)
+    await _ask_and_post(database, "before-downgrade")
+    [asked] = _policies(database)
+    assert asked["policy_ids"] == ["default.consent_for_mutating_unsafe"]
+    assert asked["reason"] == "tool 'append' is mutating and replay-unsafe"
+
+    downgrade(database, "0017")
+    assert "policy" not in _columns(database, "confirmations")
+    assert _sql(database, "SELECT to_regclass('slack_messages')") == [(None,)]
+    assert _ask_under_0015(database) == ("created",)
 
     downgrade(database, "0011")
     assert _arguments(database, "arvis_journal") == [(1,)]
@@ -118,6 +171,13 @@ async def test_a_run_keys_and_sessions_go_down_to_0011_and_back(database: str) -
     upgrade(database)
     assert _arguments(database, "arvis_journal") == [(2,)]
     assert _sql(database, "SELECT last_used_at FROM api_keys") == [(None,)]
+    assert _policies(database) == [None, None]  # asked before 0018, or down under it
+    assert _sql(database, "SELECT count(*) FROM slack_messages") == [(0,)]
+    await _ask_and_post(database, "after-upgrade-consent")
+    assert [p is None for p in _policies(database)].count(False) == 1
+    assert _sql(database, "SELECT round, channel, message_ts FROM slack_messages") == [
+        (1, "C0APPROVALS", "1796000000.000001")
+    ]
     harness = await make_harness(database, instance_id="after-upgrade")
     try:
         later = await harness.execute("read", run_id=RUN)
