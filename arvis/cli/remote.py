@@ -15,7 +15,7 @@ import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar, cast
 
 import typer
 
@@ -100,7 +100,8 @@ def remote_capable(command: Callable[..., T]) -> Callable[..., T]:
         return command(*args, server=remote(url, key), **kw)
 
     # Typer reads the options from the signature and the (resolved) annotations.
-    with_server.__signature__ = signature.replace(parameters=[*kept, *added])  # type: ignore[attr-defined]
+    # (A function's __signature__ is read by inspect, and typed nowhere.)
+    cast(Any, with_server).__signature__ = signature.replace(parameters=[*kept, *added])
     with_server.__annotations__ = {
         **{k: v for k, v in command.__annotations__.items() if k != "server"},
         "url": UrlOption,

@@ -13,11 +13,11 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import httpx
 from joserfc.errors import JoseError
-from joserfc.jwk import Key, KeySet
+from joserfc.jwk import Key, KeySet, KeySetSerialization
 
 from arvis.identity.config import OidcIssuer
 from arvis.identity.errors import IdentityProviderUnavailable
@@ -86,7 +86,8 @@ class IssuerKeys:
             self._jwks_uri = uri
         published = await self._get(self._jwks_uri)
         try:
-            keys = KeySet.import_key_set(published)  # type: ignore[arg-type]
+            # Whatever the provider published: the library checks its shape.
+            keys = KeySet.import_key_set(cast(KeySetSerialization, published))
         except (JoseError, KeyError, TypeError, ValueError):
             raise IdentityProviderUnavailable(
                 f"the keys of {self.issuer.issuer} are not a JWK set"
