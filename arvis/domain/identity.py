@@ -26,7 +26,18 @@ class Actor(BaseModel):
     """The agent's API key id, when it authenticated with one."""
 
     def describe(self) -> str:
-        return self.principal_id if self.key_id is None else f"{self.principal_id} ({self.key_id})"
+        return named(self.principal_id, self.key_id)
+
+
+def named(principal_id: str, key_id: str | None = None) -> str:
+    """A principal as a person reads it: its id, and the API key it used when it used one."""
+    return principal_id if key_id is None else f"{principal_id} (key {key_id})"
+
+
+def acting_for(principal: str, actor: str | None) -> str:
+    """Who made a call, as every listing says it (issue 26): ``<agent> for <person>`` when
+    an agent acted for the principal, else the principal alone."""
+    return principal if actor is None else f"{actor} for {principal}"
 
 
 class Identity(BaseModel):
