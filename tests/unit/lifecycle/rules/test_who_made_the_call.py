@@ -1,8 +1,11 @@
 """Who made a call, when an agent acts for a person (issues 26, 27), on the in-memory store:
 every entry a delegated call leaves names the agent beside the person, so the journal, the
-console's timeline and the list of runs can say "agent X for person Y"."""
+console's timeline and the list of runs can say "agent X for person Y", and the list finds
+the person's runs by the agent."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.ids import ConfirmationId, RunId
@@ -12,11 +15,19 @@ from arvis.domain.journal import (
     ResolutionArtifact,
     caller,
 )
+from arvis.lifecycle.runs import RunQuery
 from tests.support.fakelifecycle import FakeHarness
 from tests.support.lifecycle import APPROVER
 from tests.support.rules import acting_for
 
 BOT_FOR_ALICE = acting_for("alice", "bot-a")
+
+
+async def _runs(
+    harness: FakeHarness, **filters: Any
+) -> dict[str, tuple[str | None, tuple[str, ...]]]:
+    page = await harness.lifecycle.replay.runs(BOT_FOR_ALICE.tenant_id, RunQuery(**filters))
+    return {r.run_id: (r.principal, r.actors) for r in page.runs}
 
 
 async def test_a_refused_call_of_an_agent_for_a_person_names_both(harness: FakeHarness) -> None:
@@ -27,6 +38,7 @@ async def test_a_refused_call_of_an_agent_for_a_person_names_both(harness: FakeH
     assert isinstance(artifact, RefusalArtifact)
     assert (artifact.principal_id, artifact.actor) == ("alice", BOT_FOR_ALICE.actor)
     assert caller(artifact) == "bot-a for alice"
+    assert await _runs(harness, actor="bot-a") == {harness.run_id: ("alice", ("bot-a",))}
 
 
 async def test_a_refusal_of_the_person_themself_keeps_its_earlier_bytes(
@@ -36,6 +48,7 @@ async def test_a_refusal_of_the_person_themself_keeps_its_earlier_bytes(
     [entry] = harness.entries()
     assert '"actor"' not in entry.body_text
     assert caller(entry.artifact) == "alice"
+    assert await _runs(harness, actor="bot-a") == {}
 
 
 async def test_a_consent_asked_by_an_agent_says_so_when_decided_and_when_withdrawn(
@@ -44,6 +57,8 @@ async def test_a_consent_asked_by_an_agent_says_so_when_decided_and_when_withdra
     asked = await harness.execute("append", {"n": 1}, causal_id="c-1", identity=BOT_FOR_ALICE)
     assert asked.outcome == "confirmation_required"
     assert asked.confirmation is not None
+    # Waiting for consent, nothing journaled yet: the list already names the agent.
+    assert await _runs(harness, actor="bot-a") == {harness.run_id: ("alice", ("bot-a",))}
     await harness.approve(asked.confirmation.id)
     withdrawn = await harness.execute("append", {"n": 2}, causal_id="c-2", identity=BOT_FOR_ALICE)
     assert withdrawn.confirmation is not None
