@@ -90,11 +90,11 @@ def runs(
         return
     shown = [{**r, "who": _who(r["principal"], r["actors"])} for r in rows]
     columns = ["status", "run_id", "who", "tools", "started_at", "last_activity", "entries"]
-    table(shown, columns, empty="no runs")
+    table(shown, columns, empty="no runs", uncut=("who",))
     if next_cursor is not None:
         typer.echo(f"more: --cursor {next_cursor}")
 
 
 def _who(principal: str | None, actors: list[str]) -> str:
-    """The run's principal, and the agents that acted for it: ``agent for alice``."""
-    return acting_for(principal or "-", ", ".join(actors) or None)
+    """The run's principal, and the agents that acted for it: ``agent bot for alice``."""
+    return acting_for(principal or "-", actors)

@@ -91,13 +91,13 @@ def journal(
         emit_json(rows)
         return
     shown = [{**r, "entry_hash": r["entry_hash"][:16], "by": _by(r)} for r in rows]
-    columns = ["position", "kind", "causal_id", "tool", "attempt", "boundary", "by", "entry_hash"]
-    table(shown, columns, empty="no entries")
+    columns = ["position", "kind", "causal_id", "tool", "attempt", "boundary", "entry_hash", "by"]
+    table(shown, columns, empty="no entries", uncut=("by",))
 
 
 def _by(row: dict[str, Any]) -> str | None:
-    """Who made the entry's call or decision (``agent for alice`` when an agent acted for
-    a person, issue 26); None for a kind or a body this version cannot read."""
+    """Who made the entry's call or decision (``agent bot for alice`` when an agent acted
+    for a person, issue 26); None for a kind or a body this version cannot read."""
     try:
         return caller(read_artifact(row["kind"], json.dumps(row["body"])))
     except (KeyError, ValidationError):

@@ -116,9 +116,8 @@ STATE_WORDS = {
 
 def acting(principal: str | None, actors: str | Sequence[str] | None) -> str:
     """Who a run or a consent is of, as the timeline says who made a call (issue 26):
-    ``<agent> for <person>`` when agents acted for the principal, else the principal."""
-    agents = [actors] if isinstance(actors, str) else list(actors or ())
-    return acting_for(principal or "—", ", ".join(agents) or None)
+    ``agent <agent> for <person>`` when agents acted for the principal, else the principal."""
+    return acting_for(principal or "—", actors)
 
 
 def duration_text(seconds: float) -> str:

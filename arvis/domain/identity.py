@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
@@ -34,10 +35,14 @@ def named(principal_id: str, key_id: str | None = None) -> str:
     return principal_id if key_id is None else f"{principal_id} (key {key_id})"
 
 
-def acting_for(principal: str, actor: str | None) -> str:
-    """Who made a call, as every listing says it (issue 26): ``<agent> for <person>`` when
-    an agent acted for the principal, else the principal alone."""
-    return principal if actor is None else f"{actor} for {principal}"
+def acting_for(principal: str, actors: str | Sequence[str] | None) -> str:
+    """Who made a call, as every listing says it (issue 26; Slack's messages too): ``agent
+    <agent> for <person>`` when an agent acted for the principal (``agents a, b for …``
+    when several did, as a run may have), else the principal alone."""
+    agents = [actors] if isinstance(actors, str) else list(actors or ())
+    if not agents:
+        return principal
+    return f"agent{'s' if len(agents) > 1 else ''} {', '.join(agents)} for {principal}"
 
 
 class Identity(BaseModel):

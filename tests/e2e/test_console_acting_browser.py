@@ -107,7 +107,7 @@ async def test_the_runs_list_says_which_agents_acted_for_whom_and_filters_by_one
 ) -> None:
     await page.goto(f"{served.url}/console/runs")
     row = page.locator("table.runs tr", has_text=RUN)
-    await expect(row.locator("td.who")).to_have_text("agent-of-acme, arvis-agent for alice")
+    await expect(row.locator("td.who")).to_have_text("agents agent-of-acme, arvis-agent for alice")
     await page.get_by_label("Actor").fill("arvis-agent")
     await page.get_by_role("button", name="Filter").click()
     await expect(page.locator("table.runs tbody tr")).to_have_count(1)
@@ -124,15 +124,15 @@ async def test_every_timeline_row_and_the_consent_say_agent_for_person(
     await page.goto(f"{served.url}/console/runs/{RUN}")
     waiting = page.locator("section.waiting")
     asked = waiting.locator("dt", has_text="Asked by").locator("xpath=following-sibling::dd[1]")
-    await expect(asked).to_have_text("agent-of-acme for alice")
+    await expect(asked).to_have_text("agent agent-of-acme for alice")
     timeline = page.locator("ol.timeline > li")
     await expect(timeline).to_have_count(1)
-    await expect(_by(timeline.nth(0))).to_have_text("arvis-agent for alice")
+    await expect(_by(timeline.nth(0))).to_have_text("agent arvis-agent for alice")
 
     await page.goto(f"{served.url}/console/approvals")
     card = page.locator(f"#cnf-{confirmation}")
     asked = card.locator("dt", has_text="Asked by").locator("xpath=following-sibling::dd[1]")
-    await expect(asked).to_have_text("agent-of-acme for alice")
+    await expect(asked).to_have_text("agent agent-of-acme for alice")
     await card.get_by_role("button", name="Approve").click()
     await expect(page.get_by_role("status")).to_contain_text("is now approved")
 
@@ -147,9 +147,9 @@ async def test_every_timeline_row_and_the_consent_say_agent_for_person(
     await expect(timeline).to_have_count(3)
     admin_key = served.tokens["acme:admin"].split("_")[1]
     await expect(_by(timeline.nth(1))).to_have_text(
-        f"admin-of-acme (key {admin_key}), asked by agent-of-acme for alice"
+        f"admin-of-acme (key {admin_key}), asked by agent agent-of-acme for alice"
     )
-    await expect(_by(timeline.nth(2))).to_have_text(f"agent-of-acme (key {key_id}) for alice")
+    await expect(_by(timeline.nth(2))).to_have_text(f"agent agent-of-acme (key {key_id}) for alice")
     await shoot(page, "run-acting")
     await page.goto(f"{served.url}/console/runs?actor=agent-of-acme")
     await shoot(page, "runs-acting")

@@ -149,7 +149,7 @@ def test_arvis_runs_lists_and_filters_the_same_locally_and_remotely(
     for env in (local, _remote(served)):
         table = _cli(env, "runs", "--q", "ra-")
         row = next(line for line in table.splitlines() if EXCHANGED in line)
-        assert "arvis-agent for alice" in row
+        assert "agent arvis-agent for alice" in row
         assert "WHO" in table.splitlines()[0]
 
 
@@ -202,6 +202,6 @@ def test_arvis_journal_says_which_agent_acted_for_whom(
     for env in (local, _remote(served)):
         table = _cli(env, "journal", PRESENTED)
         assert "BY" in table.splitlines()[0]
-        assert f"agent-of-acme (key {key_id}) for alice" in table
-        assert "arvis-agent for alice" in _cli(env, "journal", EXCHANGED)
+        assert f"agent agent-of-acme (key {key_id}) for alice" in table
+        assert "agent arvis-agent for alice" in _cli(env, "journal", EXCHANGED)
         assert "for" not in _cli(env, "journal", OWN).splitlines()[1]

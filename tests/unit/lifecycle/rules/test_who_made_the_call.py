@@ -37,7 +37,7 @@ async def test_a_refused_call_of_an_agent_for_a_person_names_both(harness: FakeH
     artifact = entry.artifact
     assert isinstance(artifact, RefusalArtifact)
     assert (artifact.principal_id, artifact.actor) == ("alice", BOT_FOR_ALICE.actor)
-    assert caller(artifact) == "bot-a for alice"
+    assert caller(artifact) == "agent bot-a for alice"
     assert await _runs(harness, actor="bot-a") == {harness.run_id: ("alice", ("bot-a",))}
 
 
@@ -69,9 +69,9 @@ async def test_a_consent_asked_by_an_agent_says_so_when_decided_and_when_withdra
     assert isinstance(approval, ConsentArtifact)
     assert isinstance(withdrawal, ConsentArtifact)
     assert (approval.requested_by, approval.requested_actor) == ("alice", "bot-a")
-    assert caller(approval) == "ops-lead (key k_ops), asked by bot-a for alice"
+    assert caller(approval) == "ops-lead (key k_ops), asked by agent bot-a for alice"
     assert (withdrawal.decided_by.principal_id, withdrawal.decided_by.actor) == ("alice", "bot-a")
-    assert caller(withdrawal) == "bot-a for alice, asked by bot-a for alice"
+    assert caller(withdrawal) == "agent bot-a for alice, asked by agent bot-a for alice"
 
 
 async def test_a_resolution_of_an_agents_uncertain_call_names_whose_call_it_was(
@@ -81,7 +81,7 @@ async def test_a_resolution_of_an_agents_uncertain_call_names_whose_call_it_was(
     unsure = await harness.execute("write", {"text": "t"}, identity=BOT_FOR_ALICE)
     assert unsure.boundary is EffectBoundary.EFFECT_STATE_UNKNOWN
     [entry] = harness.entries()
-    assert caller(entry.artifact) == "bot-a for alice"
+    assert caller(entry.artifact) == "agent bot-a for alice"
     assert entry.attempt is not None
     resolved = await harness.lifecycle.resolutions.resolve(
         APPROVER,
