@@ -16,12 +16,22 @@ def emit_json(value: Any) -> None:
     typer.echo(json.dumps(value, indent=2, sort_keys=True, default=str))
 
 
-def table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, empty: str) -> None:
-    """A plain aligned table of ``columns``; long cells are cut with an ellipsis."""
+def table(
+    rows: Sequence[dict[str, Any]],
+    columns: Sequence[str],
+    *,
+    empty: str,
+    uncut: Sequence[str] = (),
+) -> None:
+    """A plain aligned table of ``columns``; long cells are cut with an ellipsis, except
+    in the ``uncut`` columns (who made a call: its end says for whom)."""
     if not rows:
         typer.echo(empty)
         return
-    cells = [[_cell(row.get(column)) for column in columns] for row in rows]
+    cells = [
+        [_cell(row.get(column), None if column in uncut else 48) for column in columns]
+        for row in rows
+    ]
     widths = [
         max(len(column), *(len(line[i]) for line in cells)) for i, column in enumerate(columns)
     ]
@@ -30,7 +40,7 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, empty: str)
         typer.echo("  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip())
 
 
-def _cell(value: Any, limit: int = 48) -> str:
+def _cell(value: Any, limit: int | None = 48) -> str:
     if value is None:
         text = "-"
     elif isinstance(value, list | tuple):
@@ -39,7 +49,7 @@ def _cell(value: Any, limit: int = 48) -> str:
         text = json.dumps(value, sort_keys=True, default=str)
     else:
         text = str(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return text if limit is None or len(text) <= limit else text[: limit - 1] + "…"
 
 
 def outcome_table(results: Sequence[SyscallResult | SyscallAnswer]) -> None:

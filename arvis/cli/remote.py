@@ -1,7 +1,7 @@
 """Remote mode: the run commands over HTTP, through :mod:`arvis.client`.
 
-With ``--url`` (or ``ARVIS_URL``) and ``--key`` (or ``ARVIS_API_KEY``), ``journal``,
-``verify``, ``replay``, ``resolve``, ``export`` and ``keys`` ask a served ARVIS instead
+With ``--url`` (or ``ARVIS_URL``) and ``--key`` (or ``ARVIS_API_KEY``), ``runs``,
+``journal``, ``verify``, ``replay``, ``resolve``, ``export`` and ``keys`` ask a served ARVIS instead
 of opening the database: an operator needs the server's URL and a key of the right
 role, never the database's credentials. The key decides the tenant (``--tenant`` is
 the local mode's), and the answers are the ones the API gives, printed as the local

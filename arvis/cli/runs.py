@@ -3,11 +3,13 @@ the database or, in remote mode (arvis.cli.remote), from a server."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
+from pydantic import ValidationError
 
 from arvis.cli import evidence
 from arvis.cli.common import JsonFlag, deployment_or_exit, fail, settings_or_exit, with_kernel
@@ -15,6 +17,7 @@ from arvis.cli.output import emit_json, outcome_table, table
 from arvis.cli.remote import Remote, TenantOption, local_tenant, remote_capable
 from arvis.client import SyscallAnswer
 from arvis.domain.ids import RunId, TenantId
+from arvis.domain.journal import caller, read_artifact
 from arvis.kernel import Kernel
 from arvis.lifecycle.evidence.report import EvidenceReport
 from arvis.lifecycle.results import SyscallResult
@@ -87,9 +90,18 @@ def journal(
     if json_out:
         emit_json(rows)
         return
-    shown = [{**r, "entry_hash": r["entry_hash"][:16]} for r in rows]
-    columns = ["position", "kind", "causal_id", "tool", "attempt", "boundary", "entry_hash"]
-    table(shown, columns, empty="no entries")
+    shown = [{**r, "entry_hash": r["entry_hash"][:16], "by": _by(r)} for r in rows]
+    columns = ["position", "kind", "causal_id", "tool", "attempt", "boundary", "entry_hash", "by"]
+    table(shown, columns, empty="no entries", uncut=("by",))
+
+
+def _by(row: dict[str, Any]) -> str | None:
+    """Who made the entry's call or decision (``agent bot for alice`` when an agent acted
+    for a person, issue 26); None for a kind or a body this version cannot read."""
+    try:
+        return caller(read_artifact(row["kind"], json.dumps(row["body"])))
+    except (KeyError, ValidationError):
+        return None
 
 
 @remote_capable

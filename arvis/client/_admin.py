@@ -9,7 +9,7 @@ server sends (``extra="allow"``), so the listing can grow without breaking the c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -28,8 +28,23 @@ class RunSummary(_Wire):
 
     run_id: str
     status: str | None = None
-    """``running``, ``waiting for consent``, ``uncertain``, ``refused``, ``audit-incomplete``…"""
+    """What needs a person first, the first that holds (docs/http.md, "The list of runs"):
+    ``audit_incomplete`` (an effect's result could not be journaled), ``uncertain`` (an
+    uncertain attempt nobody has resolved), ``waiting_for_consent`` (a confirmation still
+    PENDING), ``refused`` (the run's latest entry is a refusal), else ``running`` (none of
+    these, which includes a run whose calls all ended: ARVIS is not told when an agent's
+    run is over). A newer server may name more; a string, not an enum, for that reason."""
     principal: str | None = None
+    """The principal the run is bound to: the person, when an agent acted for one."""
+    actors: list[str] = Field(default_factory=list)
+    """The agents that acted for the principal in the run's calls, sorted (issue 26);
+    empty: the principal made every call itself (or the server predates the field)."""
+    tools: list[str] = Field(default_factory=list)
+    """The tools the run asked for."""
+    started_at: datetime | None = None
+    last_activity: datetime | None = None
+    entries: int | None = None
+    """Journal entries so far."""
 
 
 class RunsPage(_Wire):
@@ -63,11 +78,19 @@ class KeyList(_Wire):
     keys: list[ApiKey]
 
 
-def runs(
-    cursor: str | None, limit: int, status: str | None, principal: str | None, tool: str | None
-) -> Call[RunsPage]:
-    filters = {"cursor": cursor, "status": status, "principal": principal, "tool": tool}
-    params: dict[str, str | int] = {k: v for k, v in filters.items() if v is not None}
+RunFilter = str | datetime | None
+"""A filter of ``GET /v1/runs``: text, or a time (sent as ISO 8601; a time without its
+offset is UTC to the server)."""
+
+
+def runs(cursor: str | None, limit: int, filters: Mapping[str, RunFilter]) -> Call[RunsPage]:
+    """``filters`` by the query parameter's name (``status``, ``principal``, ``actor``,
+    ``tool``, ``q``, ``started_after`` …); None leaves one out."""
+    params: dict[str, str | int] = {
+        name: value.isoformat() if isinstance(value, datetime) else value
+        for name, value in {"cursor": cursor, **filters}.items()
+        if value is not None
+    }
     params["limit"] = limit
     return Call("GET", "/v1/runs", RunsPage.model_validate, params=params)
 

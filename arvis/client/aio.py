@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
+from datetime import datetime
 from typing import Any, TypeVar
 
 import httpx
@@ -134,10 +135,30 @@ class AsyncArvisClient(BaseClient[httpx.AsyncClient, httpx.AsyncBaseTransport]):
         limit: int = 100,
         status: str | None = None,
         principal: str | None = None,
+        actor: str | None = None,
         tool: str | None = None,
+        q: str | None = None,
+        started_after: datetime | str | None = None,
+        started_before: datetime | str | None = None,
+        active_after: datetime | str | None = None,
+        active_before: datetime | str | None = None,
     ) -> RunsPage:
-        """One page of this tenant's runs (auditor), newest activity first, filtered."""
-        return await self._send(_admin.runs(cursor, limit, status, principal, tool))
+        """One page of this tenant's runs (auditor), newest first; every filter of
+        ``GET /v1/runs`` holds at once: ``status``, ``principal`` and ``actor`` (an agent
+        that acted for it) exactly, ``tool``, ``q`` (a part of the run id), the start
+        and the last activity (at or after / before; a time without offset is UTC)."""
+        filters = {
+            "status": status,
+            "principal": principal,
+            "actor": actor,
+            "tool": tool,
+            "q": q,
+            "started_after": started_after,
+            "started_before": started_before,
+            "active_after": active_after,
+            "active_before": active_before,
+        }
+        return await self._send(_admin.runs(cursor, limit, filters))
 
     async def keys(self) -> list[ApiKey]:
         """This tenant's API keys, never their secrets (admin)."""

@@ -7,6 +7,7 @@ and says, in words, what each entry records.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 from arvis.domain.boundary import UNCERTAIN_BOUNDARIES, EffectBoundary
 from arvis.domain.definitions import ToolDefinition
 from arvis.domain.errors import PayloadError
+from arvis.domain.identity import acting_for
 from arvis.domain.journal import (
     ConsentArtifact,
     ExecutionArtifact,
@@ -21,6 +23,7 @@ from arvis.domain.journal import (
     RefusalArtifact,
     ResolutionArtifact,
     body_dict,
+    caller,
 )
 from arvis.domain.payload import freeze_payload
 from arvis.domain.redaction import REDACTED
@@ -87,7 +90,8 @@ class EntryRow:
     """For an uncertain entry: the resolution entry beside it, once there is one."""
     problem_code: str | None = None
     caller: str | None = None
-    """Whose call or decision it was (principal, and key when it was one)."""
+    """Whose call or decision it was: the principal, and its key when it was one;
+    ``<agent> for <person>`` when an agent acted for a person (issue 26)."""
     duration: str | None = None
     """For an attempt: from admission (the capability's mint) to its entry."""
     policy: str | None = None
@@ -110,16 +114,18 @@ STATE_WORDS = {
 """A confirmation's state in words: CONSUMED beside APPROVED is jargon (issue 27)."""
 
 
+def acting(principal: str | None, actors: str | Sequence[str] | None) -> str:
+    """Who a run or a consent is of, as the timeline says who made a call (issue 26):
+    ``agent <agent> for <person>`` when agents acted for the principal, else the principal."""
+    return acting_for(principal or "—", actors)
+
+
 def duration_text(seconds: float) -> str:
     if seconds < 1:
         return f"{seconds * 1000:.0f} ms"
     if seconds < 120:
         return f"{seconds:.1f} s"
     return f"{seconds / 60:.0f} min"
-
-
-def _who(principal: str, key_id: str | None) -> str:
-    return principal if key_id is None else f"{principal} (key {key_id})"
 
 
 def _policy_text(engine: str | None, version: str | None, ids: tuple[str, ...]) -> str | None:
@@ -130,8 +136,6 @@ def _policy_text(engine: str | None, version: str | None, ids: tuple[str, ...]) 
 
 
 def _attempted(row: EntryRow, artifact: ExecutionArtifact | RecoveryArtifact) -> None:
-    if artifact.context is not None:
-        row.caller = _who(artifact.context.principal_id, artifact.context.key_id)
     if artifact.capability is not None:
         spent = row.entry.recorded_at - artifact.capability.minted_at
         row.duration = duration_text(max(spent.total_seconds(), 0.0))
@@ -150,6 +154,7 @@ def entry_row(entry: JournalEntry) -> EntryRow:
         boundary=boundary,
         body_json=pretty(body_dict(entry.body_text)),
         uncertain=entry.boundary in UNCERTAIN and entry.kind in ("execution", "recovery"),
+        caller=caller(artifact),
     )
     if isinstance(artifact, ExecutionArtifact | RecoveryArtifact):
         _attempted(row, artifact)
@@ -164,7 +169,6 @@ def entry_row(entry: JournalEntry) -> EntryRow:
     elif isinstance(artifact, RefusalArtifact):
         row.outcome = f"refused: {artifact.reason.value}"
         row.detail = artifact.detail
-        row.caller = artifact.principal_id
         denial = artifact.denial
         row.policy = _policy_text(denial.policy_engine, denial.policy_version, denial.policy_ids)
         row.result_label, row.result_json = (
@@ -179,7 +183,6 @@ def entry_row(entry: JournalEntry) -> EntryRow:
         decision = artifact.decision.value.lower()
         row.outcome = f"consent {decision}"
         who = artifact.decided_by.principal_id
-        row.caller = _who(who, artifact.decided_by.key_id) + f", asked by {artifact.requested_by}"
         progress = (
             f" ({artifact.approvals} of {artifact.quorum})"
             if artifact.quorum is not None and artifact.quorum > 1
@@ -190,7 +193,6 @@ def entry_row(entry: JournalEntry) -> EntryRow:
         resolved = BOUNDARIES[artifact.boundary.value]
         row.outcome = f"resolved as {resolved.name}"
         row.resolves = artifact.resolves.position
-        row.caller = _who(artifact.resolved_by.principal_id, artifact.resolved_by.key_id)
         row.detail = f"by {artifact.resolved_by.principal_id}: {artifact.evidence}"
     return row
 

@@ -28,7 +28,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from arvis.console.views import STATE_WORDS
+from arvis.console.views import STATE_WORDS, acting
 from arvis.domain.errors import ArvisError
 from arvis.web.problems import STATUS_BY_CODE, TITLES
 
@@ -71,6 +71,7 @@ templates.filters["when"] = _when
 templates.filters["iso"] = _iso
 templates.filters["urlpart"] = lambda value: quote(str(value), safe="")
 templates.filters["state_word"] = lambda state: STATE_WORDS.get(str(state), str(state).lower())
+templates.filters["acting_for"] = acting
 
 
 class SignInRequired(Exception):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
@@ -26,7 +27,22 @@ class Actor(BaseModel):
     """The agent's API key id, when it authenticated with one."""
 
     def describe(self) -> str:
-        return self.principal_id if self.key_id is None else f"{self.principal_id} ({self.key_id})"
+        return named(self.principal_id, self.key_id)
+
+
+def named(principal_id: str, key_id: str | None = None) -> str:
+    """A principal as a person reads it: its id, and the API key it used when it used one."""
+    return principal_id if key_id is None else f"{principal_id} (key {key_id})"
+
+
+def acting_for(principal: str, actors: str | Sequence[str] | None) -> str:
+    """Who made a call, as every listing says it (issue 26; Slack's messages too): ``agent
+    <agent> for <person>`` when an agent acted for the principal (``agents a, b for …``
+    when several did, as a run may have), else the principal alone."""
+    agents = [actors] if isinstance(actors, str) else list(actors or ())
+    if not agents:
+        return principal
+    return f"agent{'s' if len(agents) > 1 else ''} {', '.join(agents)} for {principal}"
 
 
 class Identity(BaseModel):

@@ -33,6 +33,7 @@ from arvis.domain.authorization import DenialReason, DenialSnapshot, PolicyRecor
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.canonical import canonical_bytes
 from arvis.domain.context import AuthorizedEffectContext
+from arvis.domain.identity import Actor, acting_for, named
 from arvis.domain.ids import CapabilityId, ConfirmationId, PlanId
 from arvis.domain.states import CapabilityState, ConfirmationState
 
@@ -145,6 +146,9 @@ class RefusalArtifact(_Body):
     reason: DenialReason
     detail: str
     denial: DenialSnapshot
+    actor: Actor | None = Field(default=None, exclude_if=_absent)
+    """The agent that made the refused call for the principal, when one did (issue 26):
+    a refusal says who asked as an execution's sealed context does."""
 
 
 class RecoveryArtifact(_Attempted):
@@ -168,6 +172,9 @@ class Decider(_Body):
     key_id: str | None = None
     groups: list[str] | None = Field(default=None, exclude_if=_absent)
     """The approver groups the key held when it decided (revision 0006 on)."""
+    actor: str | None = Field(default=None, exclude_if=_absent)
+    """The agent that decided for the principal (an agent withdrawing what it asked for
+    a person), when one did (issue 26)."""
 
 
 class ConsentArtifact(_Body):
@@ -180,6 +187,8 @@ class ConsentArtifact(_Body):
     tool: str
     requested_by: str
     decided_by: Decider
+    requested_actor: str | None = Field(default=None, exclude_if=_absent)
+    """The agent that asked for consent for ``requested_by``, when one did (issue 26)."""
     reason: str | None = None
     state: ConfirmationState | None = Field(default=None, exclude_if=_absent)
     """The confirmation's state after this decision (revision 0006 on): an approval
@@ -236,6 +245,8 @@ class ResolutionArtifact(_Body):
     evidence: str
     requested_by: str
     """The principal whose call it was (four eyes)."""
+    requested_actor: str | None = Field(default=None, exclude_if=_absent)
+    """The agent that made the call for ``requested_by``, when one did (issue 26)."""
     consent: ConsentRound | None = Field(default=None, exclude_if=_absent)
     """The consent's new round, when the attempt ran under consent and is resolved as
     not started (revision 0010 on)."""
@@ -247,6 +258,29 @@ JournalArtifact = (
 
 _MODELS: dict[str, type[_Body]] = {model.kind: model for model in get_args(JournalArtifact)}
 _PLAIN: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+
+
+def caller(artifact: JournalArtifact) -> str | None:
+    """Who made the call or the decision an entry records, as a person reads it (the
+    console's timeline, ``arvis journal``): the principal and its key, ``<agent> for
+    <person>`` when an agent acted for a person (issue 26); for a consent, who decided
+    and who asked; for a resolution, who resolved. None: an entry from before the sealed
+    context was journaled (revision 0005)."""
+    if isinstance(artifact, ExecutionArtifact | RecoveryArtifact):
+        context = artifact.context
+        if context is None:
+            return None
+        agent = None if context.actor is None else context.actor.describe()
+        return acting_for(named(context.principal_id, context.key_id), agent)
+    if isinstance(artifact, RefusalArtifact):
+        agent = None if artifact.actor is None else artifact.actor.describe()
+        return acting_for(artifact.principal_id, agent)
+    if isinstance(artifact, ConsentArtifact):
+        decider = artifact.decided_by
+        decided = acting_for(named(decider.principal_id, decider.key_id), decider.actor)
+        return f"{decided}, asked by {acting_for(artifact.requested_by, artifact.requested_actor)}"
+    resolver = artifact.resolved_by
+    return named(resolver.principal_id, resolver.key_id)
 
 
 def artifact_text(artifact: JournalArtifact) -> str:

@@ -130,11 +130,16 @@ class RunInfo(Wire):
 
     run_id: str
     status: RunStatus
-    """What needs a person first: ``audit_incomplete``, ``uncertain`` (an uncertain
-    attempt not resolved), ``waiting_for_consent``, ``refused`` (its latest entry), or
-    ``running``."""
+    """What needs a person first, the first that holds: ``audit_incomplete`` (an
+    effect's result could not be journaled), ``uncertain`` (an uncertain attempt not
+    resolved), ``waiting_for_consent`` (a confirmation still PENDING), ``refused`` (its
+    latest entry is a refusal), else ``running`` (none of these; a run whose calls all
+    ended is ``running`` too: ARVIS is not told when an agent's run is over)."""
     principal: str | None
-    """The principal the run is bound to."""
+    """The principal the run is bound to (the person, when an agent acted for one)."""
+    actors: list[str] = []
+    """The agents that acted for the principal in the run's calls (issue 26), sorted;
+    empty: the principal made every call itself."""
     tools: list[str]
     """The tools the run asked for."""
     started_at: datetime

@@ -113,6 +113,7 @@ def consent_end(
             decision=to,
             tool=current.tool,
             requested_by=current.requested_by,
+            requested_actor=current.requested_actor,
             decided_by=decider,
             reason=reason,
             state=to,

@@ -327,7 +327,16 @@ class RunSummary:
     uncertain: int
     """Uncertain attempts of the run not resolved yet."""
     status: RunStatus = "running"
+    """What needs a person first, the first that holds (``arvis.lifecycle.runs``):
+    ``audit_incomplete`` (an effect's result could not be journaled), ``uncertain`` (an
+    uncertain attempt nobody has resolved), ``waiting_for_consent`` (a confirmation still
+    PENDING), ``refused`` (its latest entry is a refusal), else ``running``: nothing of
+    the above, which includes a run whose calls all ended (ARVIS is not told when an
+    agent's run is over)."""
     principal: str | None = None
-    """The principal the run is bound to."""
+    """The principal the run is bound to (the person, when an agent acted for one)."""
     tools: tuple[str, ...] = ()
     """The tools the run asked for, by name."""
+    actors: tuple[str, ...] = ()
+    """The agents that acted for the principal in the run's calls, by principal id,
+    sorted; empty: the principal made every call itself (issue 26)."""

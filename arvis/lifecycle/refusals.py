@@ -65,6 +65,7 @@ def refusal_append(
             plan_id=request.plan_id,
             payload_digest=request.payload.digest,
             principal_id=request.identity.principal_id,
+            actor=request.identity.actor,
             reason=denial.reason,
             detail=denial.detail,
             denial=denial,

@@ -11,6 +11,13 @@ The status is derived by the store's read from what the run's rows say, in this 
 | ``waiting_for_consent`` | a confirmation still PENDING |
 | ``refused`` | a refusal as its latest entry |
 | ``running`` | none of the above |
+
+``running`` covers a run whose calls all ended, too: ARVIS is not told when an agent's
+run is over.
+
+A run's ``principal`` is the principal it is bound to (the person, when an agent acts for
+one) and its ``actors`` the agents that acted for that principal in any of its calls
+(issue 26), read from what each call records (``arvis.store.reads``).
 """
 
 from __future__ import annotations
@@ -69,6 +76,8 @@ class RunQuery:
     status: RunStatus | None = None
     principal: str | None = None
     """The principal the run is bound to, exactly."""
+    actor: str | None = None
+    """An agent that acted for the run's principal in one of its calls, exactly."""
     tool: str | None = None
     """A tool the run asked for (any decision of the run, refused or not)."""
     started_after: datetime | None = None
@@ -102,6 +111,7 @@ def summary_fields(run: RunSummary) -> dict[str, Any]:
         "run_id": run.run_id,
         "status": run.status,
         "principal": run.principal,
+        "actors": list(run.actors),
         "tools": list(run.tools),
         "started_at": run.created_at,
         "last_activity": run.last_activity,

@@ -58,3 +58,25 @@ def of_run() -> ForeignKeyConstraint:
 
 def tenant_check() -> CheckConstraint:
     return CheckConstraint("tenant_id <> ''", name="tenant_present")
+
+
+def entry_actor(alias: str = "") -> str:
+    """The agent an entry's body names as acting for its principal (issue 26), or NULL:
+    a refusal's ``actor``, a consent decision's ``requested_actor``, the sealed context's
+    ``actor`` of an execution or a recovery. The expression of the partial index
+    ``ix_journal_entries_actor`` (revision 0019) and of the runs list's read, which must
+    say it in the same words for the planner to use the index. Its line breaks are where
+    PostgreSQL prints them back, so autogenerate compares the index as equal."""
+    kind, body = f"{alias}kind", f"{alias}body::json"
+    return (
+        f"(\nCASE\n    WHEN {kind} = 'refusal' THEN {body} #>> '{{actor,principal_id}}'"
+        f"\n    WHEN {kind} = 'confirmation' THEN {body} ->> 'requested_actor'"
+        f"\n    ELSE {body} #>> '{{context,actor,principal_id}}'\nEND)"
+    )
+
+
+def names_an_actor(alias: str = "") -> str:
+    """The index's predicate: only a body that may name an actor is in it. Canonical
+    text has no space after a colon, so every body with an actor holds the words; a
+    payload key ending in "actor" is in the index too, with a NULL actor."""
+    return f"strpos({alias}body, 'actor\":') > 0"

@@ -25,6 +25,7 @@ from arvis.lifecycle.records import (
     UncertainAttempt,
 )
 from arvis.lifecycle.runs import RunQuery
+from arvis.store.columns import entry_actor, names_an_actor
 
 _RUN = (
     "SELECT tenant_id, run_id, plan_id, journal_length, journal_head, audit_incomplete,"
@@ -121,6 +122,33 @@ T = TypeVar("T")
 # that module's table gives, and filtered on with the last activity (the latest entry,
 # or a decision asked for since: a call waiting for consent journals nothing).
 _RUN_OF = "{t}.tenant_id = r.tenant_id AND {t}.run_id = r.run_id"
+# The agents that acted for the run's principal (issue 26), from what each call records:
+# a journal entry's body (columns.entry_actor: a refusal's actor, a consent decision's,
+# an execution's or a recovery's sealed context), a consent still PENDING (nothing of it
+# is journaled yet) and an attempt in flight. The journal's distinct actors are read from
+# ix_journal_entries_actor (revision 0019) one probe per actor: each step finds the next
+# actor after the last (a loose index scan), so a long run costs what its agents count.
+_ACTOR, _NAMES = entry_actor("e."), names_an_actor("e.")
+
+
+def _next_actor(after: str) -> str:
+    return (
+        f"SELECT {_ACTOR} FROM journal_entries e WHERE {_RUN_OF.format(t='e')} AND {_NAMES}"
+        f" AND {_ACTOR} > {after} ORDER BY {_ACTOR} LIMIT 1"
+    )
+
+
+_FIRST_ACTOR = _next_actor("''")
+_ACTORS = (
+    f"ARRAY(SELECT DISTINCT u.id FROM ((WITH RECURSIVE j(id) AS (({_FIRST_ACTOR})"
+    f" UNION ALL SELECT ({_next_actor('j.id')}) FROM j WHERE j.id IS NOT NULL)"
+    " SELECT id FROM j)"
+    " UNION ALL SELECT c.context #>> '{actor,principal_id}' FROM confirmations c"
+    f" WHERE {_RUN_OF.format(t='c')} AND c.state = 'PENDING'"
+    " UNION ALL SELECT t.context #>> '{actor,principal_id}' FROM attempts t"
+    f" WHERE {_RUN_OF.format(t='t')}"
+    ") u WHERE u.id IS NOT NULL ORDER BY u.id)"
+)
 _RUNS = (
     "SELECT * FROM (SELECT s.*, CASE WHEN s.audit_incomplete THEN 'audit_incomplete'"
     " WHEN s.uncertain > 0 THEN 'uncertain' WHEN s.waiting > 0 THEN 'waiting_for_consent'"
@@ -134,7 +162,8 @@ _RUNS = (
     f" (SELECT count(*) FROM resolutions u WHERE {_RUN_OF.format(t='u')}"
     " AND u.boundary IS NULL) AS uncertain,"
     f" ARRAY(SELECT DISTINCT d.tool FROM decisions d WHERE {_RUN_OF.format(t='d')}"
-    " ORDER BY d.tool) AS tools"
+    " ORDER BY d.tool) AS tools,"
+    f" {_ACTORS} AS actors"
     " FROM runs r LEFT JOIN journal_entries l ON l.tenant_id = r.tenant_id"
     " AND l.run_id = r.run_id AND l.position = r.journal_length"
     " WHERE r.tenant_id = %(t)s AND (%(q)s::text IS NULL OR strpos(r.run_id, %(q)s) > 0)"
@@ -146,6 +175,7 @@ _RUNS = (
     " AND (%(at)s::timestamptz IS NULL"
     " OR (r.created_at, r.run_id) < (%(at)s::timestamptz, %(run)s::text))) s) f"
     " WHERE (%(status)s::text IS NULL OR f.status = %(status)s)"
+    " AND (%(actor)s::text IS NULL OR %(actor)s = ANY(f.actors))"
     " AND (%(active_after)s::timestamptz IS NULL OR f.last_activity >= %(active_after)s)"
     " AND (%(active_before)s::timestamptz IS NULL OR f.last_activity < %(active_before)s)"
     " ORDER BY f.created_at DESC, f.run_id DESC LIMIT %(limit)s"
@@ -158,6 +188,7 @@ def runs_parameters(query: RunQuery) -> dict[str, Any]:
         "t": None,
         "q": query.containing,
         "principal": query.principal,
+        "actor": query.actor,
         "tool": query.tool,
         "status": query.status,
         "started_after": query.started_after,
@@ -174,6 +205,7 @@ def run_summary(row: Mapping[str, Any]) -> RunSummary:
     row = dict(row)
     row.pop("last_kind")
     row["tools"] = tuple(row["tools"] or ())
+    row["actors"] = tuple(row["actors"] or ())
     return RunSummary(**row)
 
 

@@ -33,8 +33,10 @@ from arvis.domain.journal import JournalKind
 from arvis.domain.states import CapabilityState, ConfirmationState
 from arvis.store.columns import at_ as _at
 from arvis.store.columns import defaulted as _defaulted
+from arvis.store.columns import entry_actor as _entry_actor
 from arvis.store.columns import in_ as _in
 from arvis.store.columns import metadata as metadata
+from arvis.store.columns import names_an_actor as _names_an_actor
 from arvis.store.columns import of_run as _of_run
 from arvis.store.columns import tenant_check as _tenant_check
 from arvis.store.columns import texts as _texts
@@ -226,6 +228,15 @@ journal_entries = Table(
     CheckConstraint("position >= 1", name="position_positive"),
     CheckConstraint(_in("kind", JOURNAL_KINDS), name="kind_known"),
     CheckConstraint(f"boundary IS NULL OR {_in('boundary', BOUNDARIES)}", name="boundary_known"),
+    # The agents that acted for a run's principal, by run (revision 0019): the runs list
+    # reads each run's distinct actors from here, one probe per actor (arvis.store.reads).
+    Index(
+        "ix_journal_entries_actor",
+        "tenant_id",
+        "run_id",
+        text(_entry_actor()),
+        postgresql_where=text(_names_an_actor()),
+    ),
     # One result per attempt: appends are INSERT … ON CONFLICT on this key.
     Index(
         "uq_journal_entries_one_result_per_attempt",

@@ -40,6 +40,9 @@ def run_filters(
         str | None, Query(max_length=32, description="One of: " + ", ".join(RUN_STATUSES) + ".")
     ] = None,
     principal: Annotated[_Text, Query(description="The principal the run is bound to.")] = None,
+    actor: Annotated[
+        _Text, Query(description="An agent that acted for the run's principal (exactly).")
+    ] = None,
     tool: Annotated[_Text, Query(description="A tool the run asked for.")] = None,
     started_after: Annotated[_Time, Query(description="Started at or after (ISO 8601).")] = None,
     started_before: Annotated[_Time, Query(description="Started before (ISO 8601).")] = None,
@@ -55,6 +58,7 @@ def run_filters(
         containing=q or None,
         status=status or None,
         principal=principal or None,
+        actor=actor or None,
         tool=tool or None,
         started_after=_moment("started_after", started_after),
         started_before=_moment("started_before", started_before),

@@ -259,10 +259,11 @@ def test_the_readmes_remote_cli_step_runs_as_written(
             env["ARVIS_API_KEY"] = keys[words.pop(0).split("=", 1)[1]]
         args = [run_id if w == "demo-run" else w for w in words[1:]]
         outputs.append(_ok(env, *args))
-    assert "probe.unsure" in outputs[0]
-    assert f"run {run_id}: chain intact" in outputs[1]
-    assert "intact" in outputs[3]
-    assert "EFFECT_COMPLETED" in outputs[4]
+    assert run_id in outputs[0]
+    assert "probe.unsure" in outputs[1]
+    assert f"run {run_id}: chain intact" in outputs[2]
+    assert "intact" in outputs[4]
+    assert "EFFECT_COMPLETED" in outputs[5]
 
 
 def test_verify_with_the_auditors_own_key_checks_the_served_bundle_here(

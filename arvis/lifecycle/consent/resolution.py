@@ -164,6 +164,7 @@ class ResolutionService:
                 resolved_by=decider,
                 evidence=evidence[:MAX_EVIDENCE],
                 requested_by=requested_by(entry),
+                requested_actor=acted_by(entry),
                 consent=None if renewal is None else _round(renewal),
             )
             answer = await self.store.resolve(

@@ -52,6 +52,7 @@ def _decider(identity: Identity) -> Decider:
         auth_method=identity.method,
         key_id=identity.key_id,
         groups=list(identity.groups),
+        actor=identity.actor_id,
     )
 
 
@@ -108,6 +109,7 @@ class ConsentService:
                         decision=ConfirmationState.APPROVED,
                         tool=current.tool,
                         requested_by=current.requested_by,
+                        requested_actor=current.requested_actor,
                         decided_by=_decider(approver),
                         state=to,
                         approvals=count,

@@ -21,6 +21,7 @@ from arvis.domain.authorization import DenialReason, DenialSnapshot
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.context import AuthorizedEffectContext
 from arvis.domain.errors import StoreError
+from arvis.domain.identity import Actor
 from arvis.domain.ids import (
     CapabilityId,
     CausalId,
@@ -105,6 +106,7 @@ def intent(
     key: str | None = None,
     confirmation: str | None = None,
     principal: str = "p",
+    actor: str | None = None,
 ) -> Intent:
     n = next(_n)
     causal = causal or f"c-{n}"
@@ -118,6 +120,7 @@ def intent(
             causal_id=CausalId(causal),
             plan_id=PLAN,
             instance_id=InstanceId("i/1"),
+            actor=None if actor is None else Actor(principal_id=PrincipalId(actor), method="oidc"),
         ),
         tool="echo",
         plan_id=PLAN,
@@ -231,6 +234,10 @@ def charge(budget: str, amount: int, limit: int) -> BudgetCharge:
 async def ask_consent(
     ops: LifecycleStore, it: Intent, *, quorum: int = 1, ttl_s: float = 3600
 ) -> ConfirmationRecord:
+    # The context as admission seals it (the tests' own: tenant, principal, any actor).
+    context = {"tenant_id": T, "principal_id": "p"}
+    if it.context.actor is not None:
+        context["actor"] = it.context.actor.model_dump(mode="json")
     cid = ConfirmationId(fresh("cnf"))
     at = now()
     record = ConfirmationRecord(
@@ -242,7 +249,7 @@ async def ask_consent(
         tool="echo",
         payload=it.payload.value,
         state=ConfirmationState.PENDING,
-        context={"tenant_id": T, "principal_id": "p"},
+        context=context,
         decided_by=None,
         decision_reason=None,
         decided_at=None,
@@ -729,6 +736,47 @@ async def test_the_runs_list_counts_waiting_and_uncertain(ops: LifecycleStore) -
     assert [(r.run_id, r.entries, r.waiting, r.uncertain, r.status) for r in found] == [
         (run, 1, 1, 1, "uncertain")
     ]
+
+
+async def test_the_runs_list_names_every_agent_that_acted_and_filters_by_one(
+    ops: LifecycleStore,
+) -> None:
+    """An agent acting for the principal is read from each thing a call records: an
+    execution's sealed context, a refusal's actor, a consent decision's requester, a
+    consent still waiting, an attempt in flight. A payload's own "actor" is not one."""
+    run, alone = fresh("acted"), fresh("alone")
+    ran = intent(run, actor="bot-a")
+    await ops.admit(admission(ran))
+    entry = settle(ran, EffectBoundary.EFFECT_COMPLETED, {"actor": {"principal_id": "mallory"}})
+    assert isinstance(entry.artifact, ExecutionArtifact)
+    await ops.journal(
+        replace(entry, artifact=entry.artifact.model_copy(update={"context": ran.context}))
+    )
+    refused = refusal(intent(run), attempt=1, bind=True)
+    assert isinstance(refused.artifact, RefusalArtifact)
+    bot_b = Actor(principal_id=PrincipalId("bot-b"), method="api_key", key_id="k-b")
+    await ops.journal(
+        replace(refused, artifact=refused.artifact.model_copy(update={"actor": bot_b}))
+    )
+    approved = await ask_consent(ops, intent(run, actor="bot-c"))
+    step = approval(approved, "approver", 0, ConfirmationState.APPROVED)
+    asked = step.artifact.model_copy(update={"requested_actor": "bot-c"})
+    assert (await ops.approve(replace(step, artifact=asked))).status == "appended"
+    await ask_consent(ops, intent(run, actor="bot-d"))
+    await ops.admit(admission(intent(run, actor="bot-e")))
+    solo = intent(alone)
+    await ops.admit(admission(solo))
+    await ops.journal(settle(solo, EffectBoundary.EFFECT_COMPLETED))
+
+    async with ops.reading() as reads:
+        both = await reads.runs(T, RunQuery(limit=10, containing="a"))
+        by_b = await reads.runs(T, RunQuery(limit=10, actor="bot-b"))
+        by_prefix = await reads.runs(T, RunQuery(limit=10, actor="bot"))
+        by_mallory = await reads.runs(T, RunQuery(limit=10, actor="mallory"))
+    actors = {r.run_id: r.actors for r in both if r.run_id in (run, alone)}
+    assert actors == {run: ("bot-a", "bot-b", "bot-c", "bot-d", "bot-e"), alone: ()}
+    assert [r.run_id for r in by_b] == [run]
+    assert (by_prefix, by_mallory) == ([], [])
 
 
 # -- what is read back is what was written -------------------------------------

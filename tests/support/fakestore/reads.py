@@ -11,6 +11,7 @@ from typing import Any
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.checkpoints import Checkpoint
 from arvis.domain.ids import ConfirmationId, IdempotencyKey, RunId, TenantId
+from arvis.domain.journal import ExecutionArtifact, RecoveryArtifact, RefusalArtifact
 from arvis.domain.states import ConfirmationState
 from arvis.lifecycle.journal import entry_row
 from arvis.lifecycle.records import (
@@ -291,7 +292,37 @@ class FakeReads:
                     }
                 )
             ),
+            actors=self._actors(tenant_id, run_id),
         )
+
+    def _actors(self, tenant_id: TenantId, run_id: RunId) -> tuple[str, ...]:
+        """The agents the run's calls record, as PgReads reads them: an execution's or
+        a recovery's sealed context, a refusal's actor, a consent's, an attempt's."""
+        t = self._t
+        found: set[str] = set()
+        for (tenant, run, _), stored in t.entries.items():
+            artifact = stored.entry.artifact
+            if (tenant, run) != (tenant_id, run_id):
+                continue
+            if isinstance(artifact, ExecutionArtifact | RecoveryArtifact):
+                if artifact.context is not None and artifact.context.actor is not None:
+                    found.add(artifact.context.actor.principal_id)
+            elif isinstance(artifact, RefusalArtifact) and artifact.actor is not None:
+                found.add(artifact.actor.principal_id)
+        contexts = [
+            *(
+                c.context
+                for c in t.confirmations.values()
+                if (c.tenant_id, c.run_id) == (tenant_id, run_id)
+            ),
+            *(
+                a.context
+                for a in t.attempts.values()
+                if (a.tenant_id, a.run_id) == (tenant_id, run_id)
+            ),
+        ]
+        found |= {str(c["actor"]["principal_id"]) for c in contexts if c.get("actor")}
+        return tuple(sorted(found))
 
 
 def _selected(s: RunSummary, q: RunQuery) -> bool:
@@ -301,6 +332,7 @@ def _selected(s: RunSummary, q: RunQuery) -> bool:
         q.containing is None or q.containing in s.run_id,
         q.status is None or s.status == q.status,
         q.principal is None or s.principal == q.principal,
+        q.actor is None or q.actor in s.actors,
         q.tool is None or q.tool in s.tools,
         q.started_after is None or s.created_at >= q.started_after,
         q.started_before is None or s.created_at < q.started_before,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -265,3 +266,69 @@ async def test_the_async_client_re_posts_a_lost_answer_the_same_way() -> None:
 def test_a_token_with_whitespace_is_refused_before_anything_is_sent() -> None:
     with pytest.raises(ValueError, match="api_key"):
         ArvisClient("http://arvis.test", "arvis_k0 secret\n")
+
+
+RUNS_PAGE = {
+    "runs": [
+        {
+            "run_id": "run-1",
+            "status": "waiting_for_consent",
+            "principal": "alice",
+            "actors": ["bot-a"],
+            "tools": ["files.append"],
+            "started_at": "2026-12-01T12:00:00Z",
+            "last_activity": "2026-12-01T12:00:01Z",
+            "entries": 0,
+            "waiting": 1,
+            "uncertain": 0,
+            "audit_incomplete": False,
+        }
+    ],
+    "next_cursor": "abc",
+}
+
+
+async def test_runs_sends_every_filter_of_the_list_and_reads_principal_and_actors() -> None:
+    filters: dict[str, Any] = {
+        "status": "waiting_for_consent",
+        "principal": "alice",
+        "actor": "bot-a",
+        "tool": "files.append",
+        "q": "run",
+        "started_after": datetime(2026, 12, 1, tzinfo=UTC),
+        "started_before": "2026-12-02T00:00:00Z",
+        "active_after": datetime(2026, 12, 1, 12),
+        "active_before": "2026-12-03",
+    }
+    sent = {
+        **{k: v.isoformat() if isinstance(v, datetime) else v for k, v in filters.items()},
+        "cursor": "xyz",
+        "limit": "7",
+    }
+    recorder = Recorder([lambda _: httpx.Response(200, json=RUNS_PAGE)] * 2)
+    with _client(recorder) as client:
+        page = client.runs(cursor="xyz", limit=7, **filters)
+    transport = httpx.MockTransport(recorder)
+    async with AsyncArvisClient("http://arvis.test", "k", transport=transport, retry=NOW) as aio:
+        again = await aio.runs(cursor="xyz", limit=7, **filters)
+    for request in recorder.requests:
+        assert (request.method, request.url.path) == ("GET", "/v1/runs")
+        assert dict(request.url.params) == sent
+    assert page == again
+    [run] = page.runs
+    assert (run.run_id, run.status, run.principal, run.actors) == (
+        "run-1",
+        "waiting_for_consent",
+        "alice",
+        ["bot-a"],
+    )
+    assert page.next_cursor == "abc"
+    # A field the model does not name is kept (a newer server's, or one it only carries).
+    assert run.model_dump()["waiting"] == 1
+
+
+def test_runs_leaves_out_the_filters_not_given() -> None:
+    recorder = Recorder([_answer(httpx.Response(200, json={"runs": [], "next_cursor": None}))])
+    with _client(recorder) as client:
+        assert client.runs().runs == []
+    assert dict(recorder.requests[0].url.params) == {"limit": "100"}

@@ -9,6 +9,7 @@ from types import ModuleType
 import pytest
 
 from arvis.store.boundaries import SQL_FILE, boundaries_sql
+from arvis.store.columns import entry_actor, names_an_actor
 from arvis.store.migrate import MIGRATIONS_DIR
 
 STORE_SQL = SQL_FILE.parent
@@ -75,3 +76,11 @@ def test_the_trigger_file_splits_into_its_three_statements() -> None:
         "tr_confirmations_requested",
         "tr_confirmations_decided",
     ]
+
+
+def test_revision_0019_indexes_the_words_the_runs_list_reads() -> None:
+    """The runs list finds a run's actors through the index only while both say the
+    expression alike (the planner matches the text it parses)."""
+    index = _revision("0019_run_actors")
+    assert "".join(entry_actor().split()) == "".join(index.ENTRY_ACTOR.split())
+    assert names_an_actor() == index.NAMES_AN_ACTOR
