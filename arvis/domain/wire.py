@@ -85,6 +85,19 @@ class Verification(Wire):
     replay or a deduplicated answer), and what was found; null: never."""
 
 
+class ConsentPolicyInfo(Wire):
+    """Which policy asked for a consent, and why."""
+
+    engine: str
+    """``rules`` or ``cedar``."""
+    version: str
+    digest: str
+    policy_ids: list[str] = []
+    """The rules (or Cedar policies) that demanded the consent."""
+    reason: str | None = None
+    """The engine's words for why (e.g. the tool is on the list that needs consent)."""
+
+
 class Confirmation(Wire):
     """A consent request, as an approver sees it (the frozen payload included)."""
 
@@ -100,6 +113,8 @@ class Confirmation(Wire):
     reason: str | None
     expires_at: datetime
     created_at: datetime
+    policy: ConsentPolicyInfo | None = None
+    """Which policy asked for the consent, and why (null: asked before revision 0018)."""
 
 
 class Resolution(Wire):

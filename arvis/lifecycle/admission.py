@@ -335,6 +335,7 @@ class AdmissionService:
             quorum=1 if terms is None else terms.quorum,
             definition_fingerprint=step.definition_fingerprint,
             policy_digest=step.policy_digest,
+            policy=step.policy,
         )
         answer = await self.store.request_consent(
             ConsentRequest(
@@ -342,7 +343,6 @@ class AdmissionService:
                 plan_id=request.plan_id,
                 payload_digest=request.payload.digest,
                 payload_text=kept_text,
-                policy=step.policy,
             )
         )
         if answer.status == "created":

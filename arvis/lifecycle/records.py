@@ -12,6 +12,7 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from arvis.domain.attempt import AttemptKey
+from arvis.domain.authorization import ConsentPolicy
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.ids import (
     CapabilityId,
@@ -83,6 +84,9 @@ class ConfirmationRecord:
     definition_fingerprint: str | None = None
     """The tool's definition when consent was asked (None: asked before revision 0006)."""
     policy_digest: str | None = None
+    policy: ConsentPolicy | None = None
+    """Which policy asked for the consent, and why: its engine, rule ids and reason (None:
+    asked before revision 0018)."""
     approvals: tuple[Approval, ...] = ()
     """The approvals of the current round."""
     round: int = 1

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Literal
 
 from arvis.domain.attempt import AttemptKey
-from arvis.domain.authorization import ConsentPolicy, PolicyRecord
+from arvis.domain.authorization import PolicyRecord
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.ids import ConfirmationId, PlanId
 from arvis.domain.intent import AuditReceipt, Intent
@@ -135,8 +135,6 @@ class ConsentRequest:
     plan_id: PlanId
     payload_digest: str
     payload_text: str
-    policy: ConsentPolicy | None = None
-    """Which policy asked for the consent, and why (kept with it: revision 0018)."""
 
 
 ConsentStatus = Literal["created", "existing", "identity_mismatch", "causal_conflict"]

@@ -24,7 +24,7 @@ from arvis.domain.clock import Clock
 from arvis.domain.ids import ConfirmationId, TenantId
 from arvis.domain.states import ConfirmationState
 from arvis.lifecycle.consent.notify import OutboxEvent
-from arvis.lifecycle.consent.posted import PostedMessage, PostedMessages, Posting
+from arvis.lifecycle.consent.posted import PostedMessage, PostedMessages
 from arvis.lifecycle.consent.service import ConsentService
 from arvis.lifecycle.errors import NotFound
 from arvis.lifecycle.records import ConfirmationRecord
@@ -70,9 +70,6 @@ class SlackDestination:
         if not isinstance(confirmation_id, str):
             return None
         tenant_id, confirmation = TenantId(event.tenant_id), ConfirmationId(confirmation_id)
-        posting = await self.posted.find(tenant_id, confirmation)
-        if posting is None:
-            return None
         try:
             record = await self.consent.confirmation(tenant_id, confirmation)
         except NotFound:
@@ -80,13 +77,13 @@ class SlackDestination:
         round = event.subject.get("round", 1)
         if round != record.round:
             return None  # an earlier round's, come after the next opened: the next's tell
+        message = await self.posted.find(tenant_id, confirmation)
         if event.event_type == REQUESTED:
-            return await self._ask(record, posting)
-        return await self._tell(record, posting)
+            return await self._ask(record, message)
+        return await self._tell(record, message)
 
-    async def _ask(self, record: ConfirmationRecord, posting: Posting) -> str | None:
+    async def _ask(self, record: ConfirmationRecord, message: PostedMessage | None) -> str | None:
         """Post the request, unless this round's message exists (or is found)."""
-        message = posting.message
         if (
             message is not None
             and message.round == record.round
@@ -98,7 +95,7 @@ class SlackDestination:
         await self.posted.begin(
             record.tenant_id, record.confirmation_id, record.round, self.slack.config.channel
         )
-        text, blocks = request_message(record, posting.policy)
+        text, blocks = request_message(record)
         answer = await call(
             self.web.chat_postMessage,
             channel=self.slack.config.channel,
@@ -116,9 +113,8 @@ class SlackDestination:
             await self.posted.posted(record.tenant_id, record.confirmation_id, record.round, ts)
         return None
 
-    async def _tell(self, record: ConfirmationRecord, posting: Posting) -> str | None:
+    async def _tell(self, record: ConfirmationRecord, message: PostedMessage | None) -> str | None:
         """Update this round's message with the outcome, if it was posted."""
-        message = posting.message
         if message is None or message.round != record.round:
             return None  # never asked here
         ts = message.ts
@@ -130,14 +126,12 @@ class SlackDestination:
             ts = await self._found(record, message)
             if ts is None:
                 return None  # it never landed, or cannot be seen: no message to update
-        return await self.update(record, posting, message.channel, ts)
+        return await self.update(record, message.channel, ts)
 
-    async def update(
-        self, record: ConfirmationRecord, posting: Posting, channel: str, ts: str
-    ) -> str | None:
+    async def update(self, record: ConfirmationRecord, channel: str, ts: str) -> str | None:
         """Show the confirmation as it now stands in the message ``ts`` (buttons only while
         it waits). None when done, or Slack's answer that no retry can change."""
-        text, blocks = outcome_message(record, posting.policy)
+        text, blocks = outcome_message(record)
         answer = await call(self.web.chat_update, channel=channel, ts=ts, text=text, blocks=blocks)
         if answer.error is None:
             return None

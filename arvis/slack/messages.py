@@ -13,7 +13,6 @@ import json
 from datetime import datetime
 from typing import Any
 
-from arvis.domain.authorization import ConsentPolicy
 from arvis.domain.journal import STALE_REASON
 from arvis.domain.states import ConfirmationState
 from arvis.lifecycle.records import Approval, ConfirmationRecord
@@ -74,8 +73,9 @@ def _terms(record: ConfirmationRecord) -> str:
     )
 
 
-def _policy(record: ConfirmationRecord, policy: ConsentPolicy | None) -> str:
+def _policy(record: ConfirmationRecord) -> str:
     """Which policy rule demanded the consent, and why."""
+    policy = record.policy
     digest = _code((record.policy_digest or "")[:12] or "-")
     if policy is None:
         return f"Policy {digest} (which rule asked was not recorded: asked before ARVIS kept it)"
@@ -84,7 +84,7 @@ def _policy(record: ConfirmationRecord, policy: ConsentPolicy | None) -> str:
     return f"Policy {rules} ({escaped(policy.engine)} {digest}){why}"
 
 
-def _facts(record: ConfirmationRecord, policy: ConsentPolicy | None) -> list[dict[str, Any]]:
+def _facts(record: ConfirmationRecord) -> list[dict[str, Any]]:
     fields = [
         ("Asked by", asker(record)),
         ("Tool", _code(record.tool)),
@@ -106,7 +106,7 @@ def _facts(record: ConfirmationRecord, policy: ConsentPolicy | None) -> list[dic
             "type": "context",
             "elements": [
                 {"type": "mrkdwn", "text": _terms(record)},
-                {"type": "mrkdwn", "text": _policy(record, policy)},
+                {"type": "mrkdwn", "text": _policy(record)},
             ],
         },
         {"type": "section", "text": {"type": "mrkdwn", "text": _arguments(record.payload)}},
@@ -137,12 +137,10 @@ def _buttons(record: ConfirmationRecord) -> dict[str, Any]:
     }
 
 
-def request_message(
-    record: ConfirmationRecord, policy: ConsentPolicy | None
-) -> tuple[str, list[dict[str, Any]]]:
+def request_message(record: ConfirmationRecord) -> tuple[str, list[dict[str, Any]]]:
     """The text (notifications, screen readers) and blocks of a consent request."""
     text = f"{_asker_text(record)} asks consent for {record.tool} (run {record.run_id})"
-    return escaped(text), [*_facts(record, policy), _buttons(record)]
+    return escaped(text), [*_facts(record), _buttons(record)]
 
 
 def _approver(approval: Approval) -> str:
@@ -176,13 +174,11 @@ def outcome_line(record: ConfirmationRecord) -> str:
     return f"*EXPIRED* — nobody decided before it expired{_at(record.expires_at)}"
 
 
-def outcome_message(
-    record: ConfirmationRecord, policy: ConsentPolicy | None
-) -> tuple[str, list[dict[str, Any]]]:
+def outcome_message(record: ConfirmationRecord) -> tuple[str, list[dict[str, Any]]]:
     """The message as the confirmation now stands: the same facts, the state and who
     decided; the buttons remain only while it waits (a quorum still needs approvals)."""
     blocks = [
-        *_facts(record, policy),
+        *_facts(record),
         {"type": "section", "text": {"type": "mrkdwn", "text": outcome_line(record)}},
     ]
     if record.state is ConfirmationState.PENDING:

@@ -28,7 +28,7 @@ from arvis.domain.errors import ArvisError
 from arvis.domain.identity import Identity
 from arvis.domain.ids import ID_PATTERN, ConfirmationId
 from arvis.lifecycle.consent.notify import SignatureInvalid
-from arvis.lifecycle.consent.posted import PostedMessages, Posting
+from arvis.lifecycle.consent.posted import PostedMessages
 from arvis.lifecycle.consent.service import ConsentService
 from arvis.lifecycle.errors import ConfirmationStateConflict, NotFound
 from arvis.lifecycle.records import ConfirmationRecord
@@ -206,16 +206,8 @@ class SlackInteractions:
         """The clicked message, as the confirmation now stands."""
         if not isinstance(click.message_ts, str):
             return
-        try:
-            posting = await self.destination.posted.find(record.tenant_id, record.confirmation_id)
-        except ArvisError:
-            posting = None  # the decision stands; the message then shows no policy line
-        await self.destination.update(
-            record,
-            posting or Posting(policy=None, message=None),
-            click.channel_id or self.slack.config.channel,
-            click.message_ts,
-        )
+        channel = click.channel_id or self.slack.config.channel
+        await self.destination.update(record, channel, click.message_ts)
 
     async def _tell(self, click: Click, text: str) -> None:
         answer = await call(

@@ -91,8 +91,8 @@ class PgOperations(PgJournal):
                         "policy_digest": record.policy_digest,
                         **(
                             {}
-                            if request.policy is None
-                            else {"policy": request.policy.model_dump(mode="json")}
+                            if record.policy is None
+                            else {"policy": record.policy.model_dump(mode="json")}
                         ),
                     }
                 ),

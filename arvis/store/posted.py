@@ -1,9 +1,8 @@
-"""Where consent requests were posted in Slack (``slack_messages``, revision 0018), and
-which policy asked for each consent (``confirmations.policy``): what the Slack destination
-reads before it posts or updates (:mod:`arvis.lifecycle.consent.posted`).
+"""Where consent requests were posted in Slack (``slack_messages``, revision 0018): what
+the Slack destination reads before it posts or updates (:mod:`arvis.lifecycle.consent.posted`).
 
-Each call is one short statement of a tenant's rows (one shard on Citus: the join is of
-two tables colocated by tenant). They are administration (:mod:`arvis.store.connections`),
+Each call is one short statement of a tenant's rows (one shard on Citus). They are
+administration (:mod:`arvis.store.connections`),
 run by the outbox's deliverer in the background, off the governed path's pool.
 """
 
@@ -12,17 +11,13 @@ from __future__ import annotations
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from arvis.domain.authorization import ConsentPolicy
 from arvis.domain.ids import ConfirmationId, TenantId
-from arvis.lifecycle.consent.posted import PostedMessage, Posting
+from arvis.lifecycle.consent.posted import PostedMessage
 from arvis.store.connections import translated
 
 FIND_SQL = text(
-    "SELECT c.policy, m.round, m.channel, m.message_ts,"
-    " extract(epoch FROM now() - m.posting_at)::float8 AS age_s"
-    " FROM confirmations c LEFT JOIN slack_messages m"
-    " ON m.tenant_id = c.tenant_id AND m.confirmation_id = c.confirmation_id"
-    " WHERE c.tenant_id = :t AND c.confirmation_id = :c"
+    "SELECT round, channel, message_ts, extract(epoch FROM now() - posting_at)::float8 AS age_s"
+    " FROM slack_messages WHERE tenant_id = :t AND confirmation_id = :c"
 )
 # A post begins: a new row, or a later round's post over an earlier round's message, or
 # this round's post again when its answer never came. A message this round already has
@@ -48,20 +43,16 @@ class PgPostedMessages:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
 
-    async def find(self, tenant_id: TenantId, confirmation_id: ConfirmationId) -> Posting | None:
+    async def find(
+        self, tenant_id: TenantId, confirmation_id: ConfirmationId
+    ) -> PostedMessage | None:
         async with translated(self._engine, write=False) as conn:
             row = (await conn.execute(FIND_SQL, {"t": tenant_id, "c": confirmation_id})).first()
         if row is None:
             return None
-        policy = None if row.policy is None else ConsentPolicy.model_validate(row.policy)
-        message = (
-            None
-            if row.round is None
-            else PostedMessage(
-                round=row.round, channel=row.channel, ts=row.message_ts, posting_age_s=row.age_s
-            )
+        return PostedMessage(
+            round=row.round, channel=row.channel, ts=row.message_ts, posting_age_s=row.age_s
         )
-        return Posting(policy=policy, message=message)
 
     async def begin(
         self, tenant_id: TenantId, confirmation_id: ConfirmationId, round: int, channel: str

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg.rows import dict_row, tuple_row
 
+from arvis.domain.authorization import ConsentPolicy
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.checkpoints import Checkpoint
 from arvis.domain.ids import ConfirmationId, RunId, TenantId
@@ -73,7 +74,7 @@ CONFIRMATION_COLUMNS = (
     "confirmation_id, tenant_id, run_id, causal_id, idempotency_key, tool, payload,"
     " payload_digest, state,"
     " context, decided_by, decision_reason AS reason, decided_at, expires_at, created_at,"
-    " approver_groups, quorum, definition_fingerprint, policy_digest, round, renewed_at,"
+    " approver_groups, quorum, definition_fingerprint, policy_digest, policy, round, renewed_at,"
     # The database's clock with the record: expiry is judged by it (issue 24).
     " now() AS read_at, " + APPROVALS.format(t="confirmations") + " AS approvals"
 )
@@ -269,6 +270,7 @@ def confirmation_from(row: Mapping[str, Any]) -> ConfirmationRecord:
         quorum=row.get("quorum") or 1,
         definition_fingerprint=row.get("definition_fingerprint"),
         policy_digest=row.get("policy_digest"),
+        policy=None if row.get("policy") is None else ConsentPolicy.model_validate(row["policy"]),
         approvals=tuple(_approval(item) for item in row.get("approvals") or ()),
         round=row.get("round") or 1,
         renewed_at=row.get("renewed_at"),

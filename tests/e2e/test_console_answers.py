@@ -61,6 +61,16 @@ async def test_a_waiting_call_is_on_its_run_page_linked_to_its_approval(
     assert "the calls above wait for consent" in words
     card = (await browser.get(f"/console/confirmations/{cid}")).text
     assert 'href="/console/runs/run-waits"' in card
+    # Which rule demanded the consent, and why, as the policy said when it asked.
+    asked_by = text_of(card).split("Asked by policy ", 1)[1].split(" Approvals", 1)[0]
+    assert asked_by.startswith("default.consent_for_mutating_unsafe (rules default)"), asked_by
+    assert asked_by.endswith("tool 'files.append' is mutating and replay-unsafe"), asked_by
+    # The API answers the same, and so the approvers of every other path see it.
+    listed = await api.client.get("/v1/confirmations", headers=api.auth("acme:approver"))
+    [policy] = [c["policy"] for c in listed.json()["confirmations"] if c["id"] == cid]
+    assert policy["engine"] == "rules"
+    assert policy["policy_ids"] == ["default.consent_for_mutating_unsafe"]
+    assert policy["reason"] == "tool 'files.append' is mutating and replay-unsafe"
     listed = text_of((await browser.get("/console/runs?status=waiting_for_consent")).text)
     assert "waiting for consent run-waits agent-of-acme files.append" in listed
 

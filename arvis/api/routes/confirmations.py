@@ -40,6 +40,7 @@ def _out(record: ConfirmationRecord) -> ConfirmationOut:
         reason=record.decision_reason,
         expires_at=record.expires_at,
         created_at=record.created_at,
+        policy=None if record.policy is None else record.policy.model_dump(),
         approvers=list(record.approver_groups),
         quorum=record.quorum,
         round=record.round,

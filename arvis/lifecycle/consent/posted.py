@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from arvis.domain.authorization import ConsentPolicy
 from arvis.domain.ids import ConfirmationId, TenantId
 
 
@@ -29,21 +28,13 @@ class PostedMessage:
     """How long ago, by the database's clock, the last post of this round began."""
 
 
-@dataclass(frozen=True, slots=True)
-class Posting:
-    """What a chat destination reads of one confirmation before it posts or updates."""
-
-    policy: ConsentPolicy | None
-    """Which policy asked for the consent, and why (None: asked before revision 0018)."""
-    message: PostedMessage | None
-    """None: never posted."""
-
-
 class PostedMessages(Protocol):
     """The store of posted messages (``arvis.store.posted.PgPostedMessages``)."""
 
-    async def find(self, tenant_id: TenantId, confirmation_id: ConfirmationId) -> Posting | None:
-        """The confirmation's policy and message; None when there is no such confirmation."""
+    async def find(
+        self, tenant_id: TenantId, confirmation_id: ConfirmationId
+    ) -> PostedMessage | None:
+        """The confirmation's message; None when it was never posted."""
         ...
 
     async def begin(

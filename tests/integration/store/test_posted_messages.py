@@ -1,5 +1,6 @@
-"""Where consent requests were posted in Slack (``slack_messages``, revision 0018) and which
-policy asked for each consent: what the Slack destination reads and writes.
+"""Where consent requests were posted in Slack (``slack_messages``, revision 0018), and which
+policy asked for each consent (``confirmations.policy``, read with the confirmation): what
+the Slack destination reads and writes.
 
 A post begins with the message recorded without its ts; its answer fills it in. A message
 its round already has is kept when the request is delivered again (it is not posted
@@ -40,27 +41,22 @@ async def _asked(harness: Harness) -> ConfirmationId:
 async def _message(posted: PgPostedMessages, confirmation: ConfirmationId) -> PostedMessage:
     found = await posted.find(TENANT, confirmation)
     assert found is not None
-    assert found.message is not None
-    return found.message
+    return found
 
 
-async def test_a_consent_is_found_with_the_policy_that_asked_and_no_message_yet(
+async def test_a_consent_is_read_with_the_policy_that_asked_and_no_message_yet(
     harness: Harness,
 ) -> None:
     posted = PgPostedMessages(harness.store.engine)
     confirmation = await _asked(harness)
 
-    found = await posted.find(TENANT, confirmation)
+    record = await harness.lifecycle.consent.confirmation(TENANT, confirmation)
 
-    assert found is not None
-    assert found.message is None
-    assert found.policy is not None
-    assert found.policy.policy_ids == ("default.consent_for_mutating_unsafe",)
-    assert found.policy.reason == "tool 'append' is mutating and replay-unsafe"
-    [(digest,)] = harness.sql(
-        "SELECT policy_digest FROM confirmations WHERE confirmation_id = %s", confirmation
-    )
-    assert (found.policy.engine, found.policy.digest) == ("rules", digest)
+    assert record.policy is not None
+    assert record.policy.policy_ids == ("default.consent_for_mutating_unsafe",)
+    assert record.policy.reason == "tool 'append' is mutating and replay-unsafe"
+    assert (record.policy.engine, record.policy.digest) == ("rules", record.policy_digest)
+    assert await posted.find(TENANT, confirmation) is None
     assert await posted.find(TENANT, ConfirmationId("cnf_none")) is None
     assert await posted.find(TenantId("globex"), confirmation) is None
 
