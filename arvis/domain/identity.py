@@ -82,14 +82,6 @@ class Identity(BaseModel):
     def actor_id(self) -> PrincipalId | None:
         return None if self.actor is None else self.actor.principal_id
 
-    def same_principal(self, tenant_id: str, principal_id: str) -> bool:
-        """True when this identity is the principal a sealed context names.
-
-        Keys may rotate between consent and resumption, so the key id is not
-        compared; tenant and principal are.
-        """
-        return self.tenant_id == tenant_id and self.principal_id == principal_id
-
     def took_part(self, tenant_id: str, principal_id: str, actor_id: str | None) -> bool:
         """True when this identity is the principal of a sealed context or the agent that
         acted for it: four eyes counts both, so an approver may be neither."""

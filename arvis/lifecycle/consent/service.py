@@ -140,7 +140,11 @@ class ConsentService:
         :class:`NotRequester`. Journaled as a refusal of the decision: it never runs."""
         current = await self._usable(approver, confirmation_id)
         to = ConfirmationState.DENIED
-        requester = approver.same_principal(current.tenant_id, current.requested_by)
+        # Its requester is both halves of who asked: the agent that asked for a person,
+        # not another agent for them, nor the person without it (DESIGN §7).
+        requester = current.requested_for(
+            approver.tenant_id, approver.principal_id, approver.actor_id
+        )
         if not requester and not approver.has_role("approver"):
             raise NotRequester(
                 "only the requester of this action may withdraw it; denying it needs "

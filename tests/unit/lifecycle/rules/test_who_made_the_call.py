@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.ids import ConfirmationId, RunId
 from arvis.domain.journal import (
@@ -15,6 +17,8 @@ from arvis.domain.journal import (
     ResolutionArtifact,
     caller,
 )
+from arvis.domain.states import ConfirmationState
+from arvis.lifecycle.errors import NotRequester
 from arvis.lifecycle.runs import RunQuery
 from tests.support.fakelifecycle import FakeHarness
 from tests.support.lifecycle import APPROVER
@@ -95,3 +99,25 @@ async def test_a_resolution_of_an_agents_uncertain_call_names_whose_call_it_was(
     assert isinstance(artifact, ResolutionArtifact)
     assert (artifact.requested_by, artifact.requested_actor) == ("alice", "bot-a")
     assert caller(artifact) == "ops-lead (key k_ops)"
+
+
+async def test_only_the_agent_that_asked_for_a_person_may_withdraw_it(
+    harness: FakeHarness,
+) -> None:
+    asked = await harness.execute("append", {"n": 1}, identity=BOT_FOR_ALICE)
+    assert asked.confirmation is not None
+    cid = ConfirmationId(asked.confirmation.id)
+    # Consent is bound to both halves (DESIGN §7): another agent for the same person, the
+    # person without the agent, the same agent for another person are not its requester.
+    for other in (
+        acting_for("alice", "bot-b"),
+        acting_for("alice", None),
+        acting_for("bob", "bot-a"),
+    ):
+        with pytest.raises(NotRequester):
+            await harness.lifecycle.consent.deny(other, cid, None)
+    assert harness.entries() == []
+
+    withdrawn = await harness.lifecycle.consent.deny(BOT_FOR_ALICE, cid, None)
+    assert withdrawn.state is ConfirmationState.DENIED
+    assert withdrawn.decision_reason == "withdrawn by the requester"
