@@ -22,6 +22,8 @@ from arvis.web.problems import problem
 access_log = logging.getLogger("arvis.access")
 
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+_NUL = b"%00"
+"""A NUL, percent-encoded: the only way one can be in a query string."""
 
 
 def _is_form(content_type: str) -> bool:
@@ -43,14 +45,24 @@ def _is_json(content_type: str) -> bool:
 
 
 class BodyGuard:
-    """413 ``body_too_large`` past the limit; 415 for a body that is not JSON."""
+    """413 ``body_too_large`` past the limit; 415 for a body that is not JSON; 422
+    ``validation_error`` for a query string holding a NUL (``%00``), which no text column
+    of PostgreSQL can hold: every filter a route passes to the database is text."""
 
     def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] not in _BODY_METHODS:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if _NUL in scope.get("query_string", b"").lower():
+            await problem("validation_error", "a query parameter holds a NUL character")(
+                scope, receive, send
+            )
+            return
+        if scope["method"] not in _BODY_METHODS:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}

@@ -176,6 +176,22 @@ def _hostile(agent: str, admin: str) -> dict[str, bytes]:
             b"GET /v1/tools HTTP/1.1\r\nHost: arvis\r\nConnection: close\r\n"
             b"Authorization: Bearer x\r\nAuthorization: Bearer " + agent.encode() + b"\r\n\r\n"
         ),
+        # A NUL in a filter reached the database, which cannot hold one in text: a 5xx.
+        **{
+            f"NUL in the query of {path}": (
+                f"GET {path} HTTP/1.1\r\nHost: arvis\r\nConnection: close\r\n"
+                f"Authorization: Bearer {admin}\r\n\r\n"
+            ).encode()
+            for path in (
+                "/v1/runs?actor=a%00b",
+                "/v1/runs?principal=%00",
+                "/v1/runs?q=%00&tool=x",
+                "/v1/runs?cursor=%00",
+                "/v1/confirmations?after=%00",
+                "/v1/keys?x=%00",
+                "/console/runs?actor=%00",
+            )
+        },
         "Content-Length that is not a number": _post(
             "/v1/syscalls", b"{}", agent, extra=b"Content-Length: -5\r\n"
         ),
