@@ -62,7 +62,9 @@ async def test_a_waiting_call_is_on_its_run_page_linked_to_its_approval(
     card = (await browser.get(f"/console/confirmations/{cid}")).text
     assert 'href="/console/runs/run-waits"' in card
     # Which rule demanded the consent, and why, as the policy said when it asked.
-    asked_by = text_of(card).split("Asked by policy ", 1)[1].split(" Approvals", 1)[0]
+    asked_by = (
+        text_of(card).split("Expires", 1)[1].split(" Policy ", 1)[1].split(" Approvals", 1)[0]
+    )
     assert asked_by.startswith("default.consent_for_mutating_unsafe (rules default)"), asked_by
     assert asked_by.endswith("tool 'files.append' is mutating and replay-unsafe"), asked_by
     # The API answers the same, and so the approvers of every other path see it.
