@@ -46,14 +46,19 @@ KeyOption = Annotated[
         show_default=False,
     ),
 ]
-TenantOption = Annotated[
-    str | None,
-    typer.Option(
+
+
+def tenant_option(whose: str) -> Any:
+    """The ``--tenant`` option of a local-or-remote command, whose help says what the
+    tenant's is (``whose``): read from ``ARVIS_TENANT`` locally, the key's remotely."""
+    return typer.Option(
         envvar=TENANT_VARIABLE,
-        help=f"The tenant whose run this is; default: {TENANT_VARIABLE}. Remote mode: the key's.",
+        help=f"The tenant whose {whose}; default: {TENANT_VARIABLE}. Remote mode: the key's.",
         show_default=False,
-    ),
-]
+    )
+
+
+TenantOption = Annotated[str | None, tenant_option("run this is")]
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import typer
 
 from arvis.cli.common import JsonFlag, fail, with_kernel
 from arvis.cli.output import emit_json, table
-from arvis.cli.remote import TENANT_VARIABLE, Remote, local_tenant, remote_capable
+from arvis.cli.remote import Remote, local_tenant, remote_capable, tenant_option
 from arvis.client import ArvisClient
 from arvis.domain.errors import ArvisError
 from arvis.domain.identity import acting_for
@@ -21,14 +21,7 @@ from arvis.lifecycle.runs import MAX_RUNS_PAGE, RUN_STATUSES, summary_fields
 from arvis.web.runs import run_filters
 
 _Time = Annotated[str | None, typer.Option(help="ISO 8601 (UTC if no offset).")]
-TenantOfRuns = Annotated[
-    str | None,
-    typer.Option(
-        envvar=TENANT_VARIABLE,
-        help=f"The tenant whose runs to list; default: {TENANT_VARIABLE}. Remote mode: the key's.",
-        show_default=False,
-    ),
-]
+TenantOfRuns = Annotated[str | None, tenant_option("runs to list")]
 
 
 @remote_capable

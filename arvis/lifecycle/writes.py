@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Generic, Literal, TypeVar
 
 from arvis.domain.attempt import AttemptKey
 from arvis.domain.authorization import PolicyRecord
@@ -123,10 +123,24 @@ AppendStatus = Literal[
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class AppendAnswer:
-    status: AppendStatus
+S = TypeVar("S", bound=str)
+
+
+@dataclass(frozen=True)
+class EntryAnswer(Generic[S]):
+    """What a step that appends one journal entry answers: its status, and the entry
+    (the one appended, or the one already there), the same for an append, a
+    resolution and an approval; only the statuses each can find differ.
+
+    Not slotted: on Python 3.11 a frozen slotted dataclass cannot be built through a
+    subscripted alias such as :data:`AppendAnswer` (its ``__setattr__`` names the class
+    that ``slots`` replaced)."""
+
+    status: S
     entry: JournalEntry | None
+
+
+AppendAnswer = EntryAnswer[AppendStatus]
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,10 +194,7 @@ class Resolution:
 ResolveStatus = Literal["appended", "resolved", "not_uncertain", "stale"]
 
 
-@dataclass(frozen=True, slots=True)
-class ResolveAnswer:
-    status: ResolveStatus
-    entry: JournalEntry | None
+ResolveAnswer = EntryAnswer[ResolveStatus]
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +218,4 @@ class ApprovalStep:
 ApproveStatus = Literal["appended", "stale", "duplicate", "expired"]
 
 
-@dataclass(frozen=True, slots=True)
-class ApproveAnswer:
-    status: ApproveStatus
-    entry: JournalEntry | None
+ApproveAnswer = EntryAnswer[ApproveStatus]

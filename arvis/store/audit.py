@@ -18,7 +18,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from arvis.domain.ids import PlanId
-from arvis.store.connections import translated
+from arvis.store.connections import translated, write
 
 
 @dataclass(frozen=True)
@@ -38,14 +38,14 @@ class PgPlanStore:
         self._engine = engine
 
     async def save_plan(self, plan_id: PlanId, definitions: Sequence[dict[str, Any]]) -> None:
-        async with translated(self._engine, write=True) as conn:
-            await conn.execute(
-                text(
-                    "INSERT INTO tool_plans (plan_id, definitions) VALUES"
-                    " (:p, cast(:d AS jsonb)) ON CONFLICT (plan_id) DO NOTHING"
-                ),
-                {"p": plan_id, "d": json.dumps(list(definitions))},
-            )
+        await write(
+            self._engine,
+            text(
+                "INSERT INTO tool_plans (plan_id, definitions) VALUES"
+                " (:p, cast(:d AS jsonb)) ON CONFLICT (plan_id) DO NOTHING"
+            ),
+            {"p": plan_id, "d": json.dumps(list(definitions))},
+        )
 
     async def load_plan(self, plan_id: PlanId) -> list[dict[str, Any]] | None:
         async with translated(self._engine, write=False) as conn:

@@ -12,7 +12,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from arvis.domain.checkpoints import Checkpoint
-from arvis.store.connections import translated
+from arvis.store.connections import write
 
 _SAVE = text(
     "INSERT INTO run_checkpoints (tenant_id, run_id, length, head_hash, signed_at, key_id,"
@@ -34,21 +34,21 @@ class PgCheckpoints:
         self._engine = engine
 
     async def save_checkpoint(self, checkpoint: Checkpoint) -> None:
-        async with translated(self._engine, write=True) as conn:
-            await conn.execute(
-                _SAVE,
-                {
-                    "t": checkpoint.tenant_id,
-                    "r": checkpoint.run_id,
-                    "n": checkpoint.length,
-                    "h": checkpoint.head_hash,
-                    "at": checkpoint.signed_at,
-                    "k": checkpoint.key_id,
-                    "s": checkpoint.signature,
-                },
-            )
+        await write(
+            self._engine,
+            _SAVE,
+            {
+                "t": checkpoint.tenant_id,
+                "r": checkpoint.run_id,
+                "n": checkpoint.length,
+                "h": checkpoint.head_hash,
+                "at": checkpoint.signed_at,
+                "k": checkpoint.key_id,
+                "s": checkpoint.signature,
+            },
+        )
 
     async def flag_run(self, tenant_id: str, run_id: str, position: int, fault: str) -> None:
         """Keep, once, that the run's evidence was found broken at ``position`` (issue 23)."""
-        async with translated(self._engine, write=True) as conn:
-            await conn.execute(_FLAG, {"t": tenant_id, "r": run_id, "p": position, "f": fault})
+        params = {"t": tenant_id, "r": run_id, "p": position, "f": fault}
+        await write(self._engine, _FLAG, params)

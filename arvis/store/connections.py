@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from typing import Any
 
+from sqlalchemy import CursorResult, Executable
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from arvis.store.errors import translate
@@ -26,3 +28,13 @@ async def translated(engine: AsyncEngine, *, write: bool) -> AsyncIterator[Async
         if domain is not None:
             raise domain from exc
         raise
+
+
+async def write(
+    engine: AsyncEngine, statement: Executable, params: Mapping[str, Any]
+) -> CursorResult[Any]:
+    """Run one statement in a transaction of its own and commit it: the whole of a store
+    write that is one statement (STYLE "one lifecycle step = one statement and one
+    commit"), with its failure translated as :func:`translated` does."""
+    async with translated(engine, write=True) as conn:
+        return await conn.execute(statement, params)

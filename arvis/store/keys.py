@@ -31,7 +31,7 @@ from arvis.domain.apikeys import (
 )
 from arvis.domain.errors import StoreUnavailable
 from arvis.domain.identity import Identity, Role
-from arvis.store.connections import translated
+from arvis.store.connections import translated, write
 from arvis.store.engine import libpq_url
 from arvis.store.keycache import (
     ACK_CHANNEL,
@@ -196,8 +196,7 @@ class PgKeyStore:
 
     async def _touch(self, key_id: str) -> None:
         try:
-            async with translated(self._engine, write=True) as conn:
-                await conn.execute(text(_TOUCH), {"k": key_id})
+            await write(self._engine, text(_TOUCH), {"k": key_id})
         except Exception:  # a lost last-use time is not worth a failed request
             log.warning("could not record when key %s was last used", key_id, exc_info=True)
 

@@ -21,7 +21,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from arvis.lifecycle.consent.notify import OutboxEvent
-from arvis.store.connections import translated
+from arvis.store.connections import translated, write
 
 _DUE = "state = 'PENDING' AND next_attempt_at <= now()"
 DUE_SQL = text(
@@ -94,18 +94,18 @@ class PgOutbox:
         max_attempts: int,
         error: str | None,
     ) -> None:
-        async with translated(self._engine, write=True) as conn:
-            await conn.execute(
-                SETTLE_SQL[done],
-                {
-                    "to": list(delivered_to),
-                    "error": error,
-                    "max": max_attempts,
-                    "delay": retry_in_s,
-                    "t": event.tenant_id,
-                    "e": event.event_id,
-                },
-            )
+        await write(
+            self._engine,
+            SETTLE_SQL[done],
+            {
+                "to": list(delivered_to),
+                "error": error,
+                "max": max_attempts,
+                "delay": retry_in_s,
+                "t": event.tenant_id,
+                "e": event.event_id,
+            },
+        )
 
     async def list(
         self, *, state: str | None = None, tenant_id: str | None = None, limit: int = 100
@@ -117,6 +117,5 @@ class PgOutbox:
 
     async def retry_dead(self, *, tenant_id: str | None = None) -> int:
         """Give DEAD events a fresh round of attempts (after the receiver is fixed)."""
-        async with translated(self._engine, write=True) as conn:
-            result = await conn.execute(RETRY_SQL, {"t": tenant_id})
+        result = await write(self._engine, RETRY_SQL, {"t": tenant_id})
         return int(result.rowcount)

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from arvis.domain.ids import ConfirmationId, TenantId
 from arvis.lifecycle.consent.posted import PostedMessage
-from arvis.store.connections import translated
+from arvis.store.connections import translated, write
 
 FIND_SQL = text(
     "SELECT round, channel, message_ts, extract(epoch FROM now() - posting_at)::float8 AS age_s"
@@ -58,12 +58,10 @@ class PgPostedMessages:
         self, tenant_id: TenantId, confirmation_id: ConfirmationId, round: int, channel: str
     ) -> None:
         params = {"t": tenant_id, "c": confirmation_id, "r": round, "channel": channel}
-        async with translated(self._engine, write=True) as conn:
-            await conn.execute(BEGIN_SQL, params)
+        await write(self._engine, BEGIN_SQL, params)
 
     async def posted(
         self, tenant_id: TenantId, confirmation_id: ConfirmationId, round: int, ts: str
     ) -> None:
         params = {"t": tenant_id, "c": confirmation_id, "r": round, "ts": ts}
-        async with translated(self._engine, write=True) as conn:
-            await conn.execute(POSTED_SQL, params)
+        await write(self._engine, POSTED_SQL, params)

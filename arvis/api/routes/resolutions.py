@@ -6,8 +6,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Request
 
+from arvis.api.routes.runs import RunIdPath
 from arvis.api.schemas import ConsentRoundOut, ResolutionOut
-from arvis.domain.ids import ID_PATTERN, RunId
+from arvis.domain.ids import RunId
 from arvis.domain.journal import ResolutionArtifact
 from arvis.lifecycle.consent.resolution import RESOLVED_AS
 from arvis.web.bodies import ResolveBody
@@ -16,7 +17,6 @@ from arvis.web.problems import problem_responses
 
 router = APIRouter(tags=["runs"])
 
-RunIdPath = Annotated[str, Path(pattern=ID_PATTERN, description="The run's id.")]
 KeyPath = Annotated[str, Path(pattern=r"^[0-9a-f]{64}$", description="The idempotency key.")]
 AttemptPath = Annotated[int, Path(ge=1, le=2**31 - 1, description="The attempt number.")]
 

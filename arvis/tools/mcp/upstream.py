@@ -30,7 +30,8 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, cast
+from dataclasses import dataclass, field
+from typing import Any, Protocol, cast
 
 import httpx2
 import mcp_types as types
@@ -79,14 +80,28 @@ class UpstreamChanged(ArvisError, code="mcp_upstream_changed"):
     tool: str
 
 
+class _Place(Protocol):
+    """Where a session is kept: the shared one, or a caller's :class:`CallerSlot`."""
+
+    session: Session | None
+    lock: asyncio.Lock
+    """Held while the session is being opened, so it is opened once."""
+
+
+@dataclass(eq=False)
+class _Shared:
+    session: Session | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
 class UpstreamServer:
     """A declared upstream server: a supervised, restartable, shared client session."""
 
     def __init__(self, config: McpServerConfig, headers: Mapping[str, str] | None = None) -> None:
         self.config = config
         self._headers = dict(headers or {})
-        self._session: Session | None = None
-        self._lock = asyncio.Lock()
+        self._shared = _Shared()
+        """Without ``auth``: the one session every call goes on."""
         self._pinned: dict[str, dict[str, Any]] = {}
         self._callers = CallerSessions[Session](config.user_sessions, self._retire)
         """With ``auth``: each caller's own session."""
@@ -105,11 +120,11 @@ class UpstreamServer:
         Raises :class:`UpstreamUnavailable` when the server cannot be started,
         reached or listed within ``startup_timeout_s``.
         """
-        async with self._lock:
+        async with self._shared.lock:
             session, listed = await self._open(self._headers)
             self._pinned = dict(session.tools)
             if self.config.auth is None:
-                self._session = session
+                self._shared.session = session
             else:
                 # Its calls go on their callers' sessions: this one only listed the tools.
                 self._retire(session)
@@ -170,7 +185,21 @@ class UpstreamServer:
             self._sending.forget(call_id)
 
     async def _ready(self) -> Session:
-        """A live session, restarted if it died, within ``startup_timeout_s``.
+        """The shared live session, restarted if it died, as :meth:`_revive`."""
+        return await self._revive(self._shared, self._headers)
+
+    async def _ready_for(self, slot: CallerSlot[Session], bearer: str) -> Session:
+        """The caller's live session, opened with ``bearer`` if it has none (or it died),
+        as :meth:`_revive`; it sends ``bearer`` from now on."""
+        headers = {**self._headers, "Authorization": f"Bearer {bearer}"}
+        session = await self._revive(slot, headers)
+        session.send_as(bearer)
+        return session
+
+    async def _revive(self, place: _Place, headers: Mapping[str, str]) -> Session:
+        """The live session kept at ``place``, restarted with ``headers`` if it died (or
+        there is none), within ``startup_timeout_s``: the shared session and a caller's
+        are kept alike, and only what they send differs.
 
         The budget (waiting for another caller's restart included) keeps a call
         that never got to send from outliving the dispatcher's deadline, which
@@ -178,40 +207,22 @@ class UpstreamServer:
         """
         budget = self.config.startup_timeout_s
         try:
-            async with asyncio.timeout(budget), self._lock:
-                session = self._session
+            async with asyncio.timeout(budget), place.lock:
+                session = place.session
                 if session is None or not session.live:
                     if session is not None:
                         self._retire(session)
-                    session, _ = await self._open(self._headers)
-                    self._session = session
-        except TimeoutError:
-            raise UpstreamUnavailable(self.name, f"no live session within {budget:g} s") from None
-        return session
-
-    async def _ready_for(self, slot: CallerSlot[Session], bearer: str) -> Session:
-        """The caller's live session, opened with ``bearer`` if it has none (or it died),
-        within ``startup_timeout_s`` as :meth:`_ready`; it sends ``bearer`` from now on."""
-        budget = self.config.startup_timeout_s
-        try:
-            async with asyncio.timeout(budget), slot.lock:
-                session = slot.session
-                if session is None or not session.live:
-                    if session is not None:
-                        self._retire(session)
-                    headers = {**self._headers, "Authorization": f"Bearer {bearer}"}
                     session, _ = await self._open(headers)
-                    slot.session = session
+                    place.session = session
         except TimeoutError:
             raise UpstreamUnavailable(self.name, f"no live session within {budget:g} s") from None
-        session.send_as(bearer)
         return session
 
     async def aclose(self) -> None:
         """Stop the session (a stdio child is asked to exit, then killed)."""
         self._closed = True
-        if self._session is not None:
-            self._retire(self._session)
+        if self._shared.session is not None:
+            self._retire(self._shared.session)
         self._callers.close()
         if not self._winding:
             return
@@ -264,8 +275,8 @@ class UpstreamServer:
             # Still connecting, so not waiting for ``stop``: a server that never
             # answers would hold it for ever. The SDK's shutdown is shielded.
             session.task.cancel()
-        if self._session is session:
-            self._session = None
+        if self._shared.session is session:
+            self._shared.session = None
 
     async def _supervise(self, session: Session) -> None:
         try:
