@@ -280,9 +280,13 @@ class CliDriver(Driver):
             "--evidence",
             evidence,
             "--json",
-            ARVIS_API_KEY=self.deployment.tokens[who],
+            **self.resolver(who),
         )
         return Done(ran.returncode == 0, raw=ran.stdout + ran.stderr)
+
+    def resolver(self, who: str) -> dict[str, str]:
+        """The environment ``arvis resolve`` runs in as ``who``."""
+        return {"ARVIS_API_KEY": self.deployment.tokens[who]}
 
 
 class RemoteCliDriver(CliDriver):
@@ -314,22 +318,8 @@ class RemoteCliDriver(CliDriver):
         ran = await self.deployment.cli("verify", run_id, *flags, "--json", **self.remote(who))
         return Done(ran.returncode == 0, raw=ran.stdout + ran.stderr)
 
-    async def resolve(
-        self, who: str, run_id: str, key: str, attempt: int, as_: str, evidence: str
-    ) -> Done:
-        ran = await self.deployment.cli(
-            "resolve",
-            run_id,
-            key,
-            str(attempt),
-            "--as",
-            as_,
-            "--evidence",
-            evidence,
-            "--json",
-            **self.remote(who),
-        )
-        return Done(ran.returncode == 0, raw=ran.stdout + ran.stderr)
+    def resolver(self, who: str) -> dict[str, str]:
+        return self.remote(who)
 
 
 class SlackDriver(Driver):
