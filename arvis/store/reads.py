@@ -129,12 +129,16 @@ _RUN_OF = "{t}.tenant_id = r.tenant_id AND {t}.run_id = r.run_id"
 # is journaled yet) and an attempt in flight. The journal's distinct actors are read from
 # ix_journal_entries_actor (revision 0019) one probe per actor: each step finds the next
 # actor after the last (a loose index scan), so a long run costs what its agents count.
+# Each probe names the tenant itself: Citus routes a recursive CTE to the tenant's
+# worker only where every table in it is filtered on the shard key by a value, and a
+# filter borrowed from the outer query (``= r.tenant_id``) is not one.
 _ACTOR, _NAMES = entry_actor("e."), names_an_actor("e.")
 
 
 def _next_actor(after: str) -> str:
     return (
-        f"SELECT {_ACTOR} FROM journal_entries e WHERE {_RUN_OF.format(t='e')} AND {_NAMES}"
+        f"SELECT {_ACTOR} FROM journal_entries e WHERE e.tenant_id = %(t)s"
+        f" AND {_RUN_OF.format(t='e')} AND {_NAMES}"
         f" AND {_ACTOR} > {after} ORDER BY {_ACTOR} LIMIT 1"
     )
 
