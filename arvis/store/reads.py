@@ -122,23 +122,22 @@ T = TypeVar("T")
 # The list of runs (arvis.lifecycle.runs): the status is named here, in the order
 # that module's table gives, and filtered on with the last activity (the latest entry,
 # or a decision asked for since: a call waiting for consent journals nothing).
-_RUN_OF = "{t}.tenant_id = r.tenant_id AND {t}.run_id = r.run_id"
+# Every table of it is filtered on the tenant by value, not only through ``r``: Citus
+# routes a query holding a recursive CTE (the actors, below) to the tenant's worker
+# only when each of its tables is, and refuses it otherwise (FeatureNotSupported).
+_RUN_OF = "{t}.tenant_id = %(t)s AND {t}.run_id = r.run_id"
 # The agents that acted for the run's principal (issue 26), from what each call records:
 # a journal entry's body (columns.entry_actor: a refusal's actor, a consent decision's,
 # an execution's or a recovery's sealed context), a consent still PENDING (nothing of it
 # is journaled yet) and an attempt in flight. The journal's distinct actors are read from
 # ix_journal_entries_actor (revision 0019) one probe per actor: each step finds the next
 # actor after the last (a loose index scan), so a long run costs what its agents count.
-# Each probe names the tenant itself: Citus routes a recursive CTE to the tenant's
-# worker only where every table in it is filtered on the shard key by a value, and a
-# filter borrowed from the outer query (``= r.tenant_id``) is not one.
 _ACTOR, _NAMES = entry_actor("e."), names_an_actor("e.")
 
 
 def _next_actor(after: str) -> str:
     return (
-        f"SELECT {_ACTOR} FROM journal_entries e WHERE e.tenant_id = %(t)s"
-        f" AND {_RUN_OF.format(t='e')} AND {_NAMES}"
+        f"SELECT {_ACTOR} FROM journal_entries e WHERE {_RUN_OF.format(t='e')} AND {_NAMES}"
         f" AND {_ACTOR} > {after} ORDER BY {_ACTOR} LIMIT 1"
     )
 
