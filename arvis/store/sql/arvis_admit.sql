@@ -29,6 +29,8 @@
 -- excluded, and the limit of a charge alone checked first: Citus refuses a function
 -- that is not IMMUTABLE in DO UPDATE SET, and an INSERT … SELECT of the function's
 -- variables loses its parameters on the worker it is sent to.
+-- Revision 0020: whether p_attempt is the next attempt is arvis_next_attempt's answer,
+-- the journal's too.
 CREATE OR REPLACE FUNCTION arvis_admit(
     p_tenant text, p_run text, p_plan text, p_causal text, p_key text, p_tool text,
     p_digest text, p_attempt integer, p_intent text, p_capability text, p_payload text,
@@ -58,14 +60,7 @@ BEGIN
             RETURN;
         END IF;
     ELSE
-        PERFORM 1 FROM attempts WHERE tenant_id = p_tenant AND idempotency_key = p_key;
-        IF FOUND THEN
-            out_status := 'stale';
-            RETURN;
-        END IF;
-        IF coalesce((SELECT max(attempt) FROM journal_entries
-                      WHERE idempotency_key = p_key AND tenant_id = p_tenant
-                        AND attempt IS NOT NULL), 0) + 1 <> p_attempt THEN
+        IF NOT arvis_next_attempt(p_tenant, p_key, p_attempt) THEN
             out_status := 'stale';
             RETURN;
         END IF;

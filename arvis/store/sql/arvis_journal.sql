@@ -108,11 +108,7 @@ BEGIN
                        AND scope_key = v_charge.scope AND window_start = v_charge.window_start;
                 END LOOP;
             END IF;
-        ELSIF EXISTS (SELECT 1 FROM attempts
-                       WHERE tenant_id = p_tenant AND idempotency_key = p_key)
-           OR coalesce((SELECT max(attempt) FROM journal_entries
-                         WHERE idempotency_key = p_key AND tenant_id = p_tenant
-                           AND attempt IS NOT NULL), 0) + 1 <> p_attempt THEN
+        ELSIF NOT arvis_next_attempt(p_tenant, p_key, p_attempt) THEN
             out_status := 'stale';
             RETURN;
         END IF;
