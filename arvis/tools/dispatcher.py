@@ -82,6 +82,15 @@ from arvis.tools.outcome import DispatchOutcome, ToolFailure
 
 logger = logging.getLogger(__name__)
 
+_OPTIONS = DispatchOptions.__optional_keys__
+
+
+def _unknown(options: Mapping[str, object]) -> TypeError:
+    """What a keyword outside DispatchOptions raises, as it did when each was spelled out:
+    a misspelled deadline must not pass for the default one."""
+    names = ", ".join(sorted(options.keys() - _OPTIONS))
+    return TypeError(f"dispatch() got unexpected keyword arguments: {names}")
+
 
 class _Core:
     """The innermost layer: runs the tool body once and classifies how it ended."""
@@ -158,6 +167,8 @@ class _Guard:
     async def dispatch(
         self, invocation: ToolInvocation, **options: Unpack[DispatchOptions]
     ) -> DispatchOutcome:
+        if not options.keys() <= _OPTIONS:
+            raise _unknown(options)  # into the layer that called, whose guard contains it
         state = current(self._owner)
         if state is None:
             logger.error("a dispatch layer called the stack outside a dispatch")
@@ -322,6 +333,8 @@ class ToolDispatcher:
         ``deadline_s`` (else the default) bounds the whole stack; see
         :func:`arvis.tools.classify.deadline_exceeded` for its classification.
         """
+        if not options.keys() <= _OPTIONS:
+            raise _unknown(options)
         deadline = options.get("deadline_s")
         if deadline is None:
             deadline = self._default_deadline_s
