@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import TypedDict, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from arvis.client._calls import Call, _segment
 
-__all__ = ["ApiKey", "CreatedKey", "KeyList", "RunSummary", "RunsPage"]
+__all__ = ["ApiKey", "CreatedKey", "KeyList", "RunFilters", "RunSummary", "RunsPage"]
 
 
 class _Wire(BaseModel):
@@ -83,12 +84,41 @@ RunFilter = str | datetime | None
 offset is UTC to the server)."""
 
 
-def runs(cursor: str | None, limit: int, filters: Mapping[str, RunFilter]) -> Call[RunsPage]:
-    """``filters`` by the query parameter's name (``status``, ``principal``, ``actor``,
-    ``tool``, ``q``, ``started_after`` …); None leaves one out."""
+class RunFilters(TypedDict, total=False):
+    """The filters of ``GET /v1/runs``, named as its query parameters, declared once for
+    both clients' ``runs(**filters)``. They all hold at once; None leaves one out."""
+
+    status: str | None
+    """Exactly this status (see :attr:`RunSummary.status`)."""
+    principal: str | None
+    """Bound to exactly this principal."""
+    actor: str | None
+    """An agent that acted for the principal in one of the run's calls, exactly."""
+    tool: str | None
+    """Asked for this tool."""
+    q: str | None
+    """A part of the run id."""
+    started_after: RunFilter
+    """Started at or after."""
+    started_before: RunFilter
+    """Started before."""
+    active_after: RunFilter
+    """Last activity at or after."""
+    active_before: RunFilter
+    """Last activity before."""
+
+
+def runs(cursor: str | None, limit: int, filters: RunFilters) -> Call[RunsPage]:
+    """One page of runs; a filter this list does not know is a ``TypeError``, as an
+    unknown keyword is, not a wider list than asked for."""
+    unknown = filters.keys() - RunFilters.__optional_keys__
+    if unknown:
+        raise TypeError(f"runs() got unexpected keyword arguments: {', '.join(sorted(unknown))}")
+    # Every field of RunFilters is a RunFilter; mypy types a TypedDict's values as object.
+    given = {"cursor": cursor, **cast(Mapping[str, RunFilter], filters)}
     params: dict[str, str | int] = {
         name: value.isoformat() if isinstance(value, datetime) else value
-        for name, value in {"cursor": cursor, **filters}.items()
+        for name, value in given.items()
         if value is not None
     }
     params["limit"] = limit

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from arvis.domain import wire
+from arvis.domain import journal, wire
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.wire import HEAD_SIGNED_HEADER, ConfirmationState
 
@@ -50,39 +50,23 @@ Boundary = EffectBoundary
 """How far an effect got (DESIGN §1); ``uncertain`` says whether it may have happened."""
 
 
-class Receipt(_Wire):
+class Receipt(_Wire, journal.Receipt):
     """The audit sink's receipt for the attempt's intent."""
 
-    position: int
-    intent_commitment: str
-    store_fingerprint: str
+    # _Wire's, restated: pydantic takes the last base's config, here the journal's.
+    model_config = ConfigDict(frozen=True, extra="allow")
 
 
-class ConfirmationRef(_Wire):
+class ConfirmationRef(_Wire, wire.ConfirmationRef):
     """The confirmation a ``confirmation_required`` answer is waiting on."""
 
-    id: str
-    state: str
 
-
-class _AnswerBase(_Wire):
+class _AnswerBase(_Wire, wire.SyscallAnswer):
+    # What the client reads beyond the shared shape: an answer without a boundary, and
+    # nested models that keep a newer server's fields like every model here.
     boundary: Boundary | None = None
-    result: JsonValue = None
-    """The tool's JSON result, when it completed without a problem."""
-    problem: dict[str, Any] | None = None
-    """A tool problem result or a classified failure: ``code``, ``detail`` and more."""
-    reason: str | None = None
-    """The denial code, when refused."""
-    detail: str | None = None
-    idempotency_key: str
-    attempt: int | None = None
-    run_id: str
-    causal_id: str
     receipt: Receipt | None = None
-    journal_position: int | None = None
     confirmation: ConfirmationRef | None = None
-    audit_incomplete: bool = False
-    """The effect's result could not be journaled; the run is flagged (DESIGN §2)."""
 
     @property
     def uncertain(self) -> bool:

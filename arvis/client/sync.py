@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 import httpx
 
 from arvis.client import _admin, _calls
-from arvis.client._admin import ApiKey, CreatedKey, RunsPage
+from arvis.client._admin import ApiKey, CreatedKey, RunFilters, RunsPage
 from arvis.client._base import BaseClient
 from arvis.client._calls import Call, P, Pages, SyscallAnswer
 from arvis.client.errors import ArvisClientError
@@ -143,31 +142,12 @@ class ArvisClient(BaseClient[httpx.Client, httpx.BaseTransport]):
         *,
         cursor: str | None = None,
         limit: int = 100,
-        status: str | None = None,
-        principal: str | None = None,
-        actor: str | None = None,
-        tool: str | None = None,
-        q: str | None = None,
-        started_after: datetime | str | None = None,
-        started_before: datetime | str | None = None,
-        active_after: datetime | str | None = None,
-        active_before: datetime | str | None = None,
+        **filters: Unpack[RunFilters],
     ) -> RunsPage:
         """One page of this tenant's runs (auditor), newest first; every filter of
         ``GET /v1/runs`` holds at once: ``status``, ``principal`` and ``actor`` (an agent
         that acted for it) exactly, ``tool``, ``q`` (a part of the run id), the start
         and the last activity (at or after / before; a time without offset is UTC)."""
-        filters = {
-            "status": status,
-            "principal": principal,
-            "actor": actor,
-            "tool": tool,
-            "q": q,
-            "started_after": started_after,
-            "started_before": started_before,
-            "active_after": active_after,
-            "active_before": active_before,
-        }
         return self._send(_admin.runs(cursor, limit, filters))
 
     def keys(self) -> list[ApiKey]:

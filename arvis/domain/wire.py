@@ -12,9 +12,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, JsonValue
 
 from arvis.domain.boundary import EffectBoundary
+from arvis.domain.journal import Receipt
 
 ConfirmationState: TypeAlias = Literal[
     "PENDING", "APPROVED", "RESERVED", "CONSUMED", "DENIED", "EXPIRED"
@@ -28,6 +29,44 @@ could not sign the run's head now (its last entries will not verify with the key
 
 class Wire(BaseModel):
     model_config = ConfigDict(frozen=True)
+
+
+Outcome: TypeAlias = Literal["executed", "deduplicated", "refused", "confirmation_required"]
+
+
+class ConfirmationRef(Wire):
+    """The confirmation a ``confirmation_required`` answer is waiting on."""
+
+    id: str
+    state: str
+
+
+class SyscallAnswer(Wire):
+    """What every syscall that reached governance answers (``POST /v1/syscalls``, replay).
+
+    The server's ``SyscallResult`` and the client's answer models subclass it; each side
+    narrows what it must (the server adds the resolution, the client one model per
+    ``outcome`` and its tolerance of nested fields a newer server adds)."""
+
+    outcome: Outcome
+    boundary: EffectBoundary | None
+    result: JsonValue = None
+    """The tool's JSON result, when it completed without a problem."""
+    problem: dict[str, Any] | None = None
+    """A tool problem result or a classified failure: ``code``, ``detail`` and more."""
+    reason: str | None = None
+    """The denial code, when refused."""
+    detail: str | None = None
+    idempotency_key: str
+    attempt: int | None = None
+    run_id: str
+    causal_id: str
+    receipt: Receipt | None = None
+    """The receipt the entry records (the journal's own type: one receipt type)."""
+    journal_position: int | None = None
+    confirmation: ConfirmationRef | None = None
+    audit_incomplete: bool = False
+    """The effect's result could not be journaled; the run is flagged (DESIGN §2)."""
 
 
 class ToolInfo(Wire):

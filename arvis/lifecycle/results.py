@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, JsonValue
+from pydantic import BaseModel, ConfigDict
 
+from arvis.domain import wire
 from arvis.domain.authorization import DenialReason
 from arvis.domain.boundary import EffectBoundary
 from arvis.domain.journal import (
@@ -13,7 +14,6 @@ from arvis.domain.journal import (
     ConsentArtifact,
     ExecutionArtifact,
     JournalArtifact,
-    Receipt,
     RecoveryArtifact,
     RefusalArtifact,
     ResolutionArtifact,
@@ -21,14 +21,11 @@ from arvis.domain.journal import (
 from arvis.domain.states import ConfirmationState
 from arvis.lifecycle.records import JournalEntry
 
-Outcome = Literal["executed", "deduplicated", "refused", "confirmation_required"]
+Outcome = wire.Outcome
 
 
-class ConfirmationRef(BaseModel):
+class ConfirmationRef(wire.ConfirmationRef):
     model_config = ConfigDict(frozen=True, extra="forbid")
-
-    id: str
-    state: str
 
 
 class ResolutionRef(BaseModel):
@@ -46,29 +43,12 @@ class ResolutionRef(BaseModel):
     recorded_at: str
 
 
-class SyscallResult(BaseModel):
+class SyscallResult(wire.SyscallAnswer):
     """The answer to every syscall that reached governance."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    outcome: Outcome
-    boundary: EffectBoundary | None
-    result: JsonValue = None
-    """The tool's JSON result, when it completed without a problem."""
-    problem: dict[str, Any] | None = None
-    """A tool problem result or a classified failure: ``code``, ``detail`` and more."""
-    reason: str | None = None
-    """The denial code when refused."""
-    detail: str | None = None
-    idempotency_key: str
-    attempt: int | None = None
-    run_id: str
-    causal_id: str
-    receipt: Receipt | None = None
-    """The receipt the entry records (the journal's own type: one receipt type)."""
-    journal_position: int | None = None
     confirmation: ConfirmationRef | None = None
-    audit_incomplete: bool = False
     resolution: ResolutionRef | None = None
     """Set when this result was uncertain and has been resolved (issue 16)."""
 

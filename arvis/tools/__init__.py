@@ -21,7 +21,7 @@ from arvis.tools.errors import (
     ToolExecutionError,
     UnknownTool,
 )
-from arvis.tools.layers import DispatchDecorator, Dispatcher, DispatchLayer
+from arvis.tools.layers import DispatchDecorator, Dispatcher, DispatchLayer, DispatchOptions
 from arvis.tools.outcome import DispatchOutcome, ToolFailure
 from arvis.tools.plans import (
     PlanLease,
@@ -39,6 +39,7 @@ __all__ = [
     "DispatchDecorator",
     "DispatchFailure",
     "DispatchLayer",
+    "DispatchOptions",
     "DispatchOutcome",
     "Dispatcher",
     "NullReporter",

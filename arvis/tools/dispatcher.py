@@ -51,10 +51,11 @@ import inspect
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
+from typing import Unpack
 
 from arvis.domain.definitions import ToolDefinition
 from arvis.domain.errors import DefinitionError
-from arvis.tools.base import Canonical, Reconcile, Reporter, Tool, ToolInvocation
+from arvis.tools.base import Canonical, Reconcile, Tool, ToolInvocation
 from arvis.tools.calls import (
     CALL,
     DEFAULT_CALL_MEMORY,
@@ -76,10 +77,19 @@ from arvis.tools.classify import (
     untrusted,
 )
 from arvis.tools.errors import DecoratorError, DispatchFailure, ToolExecutionError, UnknownTool
-from arvis.tools.layers import DispatchDecorator, Dispatcher
+from arvis.tools.layers import DispatchDecorator, Dispatcher, DispatchOptions
 from arvis.tools.outcome import DispatchOutcome, ToolFailure
 
 logger = logging.getLogger(__name__)
+
+_OPTIONS = DispatchOptions.__optional_keys__
+
+
+def _unknown(options: Mapping[str, object]) -> TypeError:
+    """What a keyword outside DispatchOptions raises, as it did when each was spelled out:
+    a misspelled deadline must not pass for the default one."""
+    names = ", ".join(sorted(options.keys() - _OPTIONS))
+    return TypeError(f"dispatch() got unexpected keyword arguments: {names}")
 
 
 class _Core:
@@ -93,11 +103,7 @@ class _Core:
         self._owner = owner
 
     async def dispatch(
-        self,
-        invocation: ToolInvocation,
-        *,
-        deadline_s: float | None = None,
-        reporter: Reporter | None = None,
+        self, invocation: ToolInvocation, **options: Unpack[DispatchOptions]
     ) -> DispatchOutcome:
         state = current(self._owner)
         if state is None:  # only its guard calls the core, and it checked; never fail open
@@ -107,7 +113,7 @@ class _Core:
             return DispatchOutcome(failure=not_started("second_execution_refused"))
         # Claimed before the first await, so concurrent attempts cannot both enter.
         state.body_started = True
-        call = CallReporter(reporter, invocation.call_id, outer=state.reporter)
+        call = CallReporter(options.get("reporter"), invocation.call_id, outer=state.reporter)
         state.call = call
         try:
             outcome = await self._execute(invocation, call)
@@ -159,12 +165,10 @@ class _Guard:
         self._owner = owner
 
     async def dispatch(
-        self,
-        invocation: ToolInvocation,
-        *,
-        deadline_s: float | None = None,
-        reporter: Reporter | None = None,
+        self, invocation: ToolInvocation, **options: Unpack[DispatchOptions]
     ) -> DispatchOutcome:
+        if not options.keys() <= _OPTIONS:
+            raise _unknown(options)  # into the layer that called, whose guard contains it
         state = current(self._owner)
         if state is None:
             logger.error("a dispatch layer called the stack outside a dispatch")
@@ -181,9 +185,7 @@ class _Guard:
         if definition is None:
             return DispatchOutcome(failure=not_started("tool_not_declared"))
         try:
-            outcome = await self._inner.dispatch(
-                invocation, deadline_s=deadline_s, reporter=reporter
-            )
+            outcome = await self._inner.dispatch(invocation, **options)
         except DispatchFailure:
             raise
         except Exception as exc:  # contained like a tool's: a layer is code we did not write
@@ -320,11 +322,7 @@ class ToolDispatcher:
             raise UnknownTool(name) from None
 
     async def dispatch(
-        self,
-        invocation: ToolInvocation,
-        *,
-        deadline_s: float | None = None,
-        reporter: Reporter | None = None,
+        self, invocation: ToolInvocation, **options: Unpack[DispatchOptions]
     ) -> DispatchOutcome:
         """Run ``invocation`` through every layer to its tool body.
 
@@ -335,7 +333,12 @@ class ToolDispatcher:
         ``deadline_s`` (else the default) bounds the whole stack; see
         :func:`arvis.tools.classify.deadline_exceeded` for its classification.
         """
-        deadline = deadline_s if deadline_s is not None else self._default_deadline_s
+        if not options.keys() <= _OPTIONS:
+            raise _unknown(options)
+        deadline = options.get("deadline_s")
+        if deadline is None:
+            deadline = self._default_deadline_s
+        reporter = options.get("reporter")
         definition = self._snapshot.get(invocation.tool)
         if not self._calls.begin(invocation.call_id):
             logger.error("call %s was dispatched again; refused", invocation.call_id)
@@ -345,16 +348,20 @@ class ToolDispatcher:
                 else untrusted(definition, "call_id_reused")
             )
             return DispatchOutcome(failure=failure)
-        outer = None if reporter is None else LayerReporter(reporter, invocation.call_id)
+        # ``options`` is this call's own kwargs dict: the layers get it with the
+        # deadline in force and a reporter that cannot mark the start, and every
+        # other option as given.
+        options["deadline_s"] = deadline
+        options["reporter"] = (
+            None if reporter is None else LayerReporter(reporter, invocation.call_id)
+        )
         state = CallState(owner=self._owner, frozen=Frozen.of(invocation), reporter=reporter)
         token = CALL.set(state)
         scope = asyncio.timeout(deadline)
         try:
             try:
                 async with scope:
-                    answered = await self._outer.dispatch(
-                        invocation, deadline_s=deadline, reporter=outer
-                    )
+                    answered = await self._outer.dispatch(invocation, **options)
             except TimeoutError:
                 if not scope.expired():
                     raise

@@ -15,11 +15,25 @@ is a new syscall attempt (see :mod:`arvis.tools.dispatcher`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypedDict, Unpack, runtime_checkable
 
 from arvis.domain.definitions import ToolDefinition
 from arvis.tools.base import Reporter, ToolInvocation
 from arvis.tools.outcome import DispatchOutcome
+
+
+class DispatchOptions(TypedDict, total=False):
+    """What a dispatch carries beside the invocation, declared once for every layer.
+
+    Each layer takes them as ``**options: Unpack[DispatchOptions]`` and hands them
+    down as ``**options``, so an option added here reaches the body through every
+    layer without another signature to edit.
+    """
+
+    deadline_s: float | None
+    """Seconds the whole stack may take; None (or absent): the dispatcher's default."""
+    reporter: Reporter | None
+    """Receives the tool's progress and its start report."""
 
 
 @runtime_checkable
@@ -30,11 +44,7 @@ class Dispatcher(Protocol):
     def definitions(self) -> Mapping[str, ToolDefinition]: ...
 
     async def dispatch(
-        self,
-        invocation: ToolInvocation,
-        *,
-        deadline_s: float | None = None,
-        reporter: Reporter | None = None,
+        self, invocation: ToolInvocation, **options: Unpack[DispatchOptions]
     ) -> DispatchOutcome: ...
 
 
@@ -45,7 +55,7 @@ DispatchDecorator = Callable[[Dispatcher], Dispatcher]
 class DispatchLayer:
     """A convenient base for decorators: delegates everything to ``inner``.
 
-    Override :meth:`dispatch` and call ``await self.inner.dispatch(...)``.
+    Override :meth:`dispatch` and call ``await self.inner.dispatch(invocation, **options)``.
     """
 
     def __init__(self, inner: Dispatcher) -> None:
@@ -56,10 +66,6 @@ class DispatchLayer:
         return self.inner.definitions
 
     async def dispatch(
-        self,
-        invocation: ToolInvocation,
-        *,
-        deadline_s: float | None = None,
-        reporter: Reporter | None = None,
+        self, invocation: ToolInvocation, **options: Unpack[DispatchOptions]
     ) -> DispatchOutcome:
-        return await self.inner.dispatch(invocation, deadline_s=deadline_s, reporter=reporter)
+        return await self.inner.dispatch(invocation, **options)

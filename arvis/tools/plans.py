@@ -12,14 +12,14 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType, TracebackType
-from typing import Any, Protocol
+from typing import Any, Protocol, Unpack
 
 from arvis.domain.canonical import canonical_bytes, sha256_hex
 from arvis.domain.definitions import ToolDefinition
 from arvis.domain.errors import ArvisError, PayloadError
 from arvis.domain.ids import PlanId
 from arvis.domain.payload import FrozenEffectPayload, freeze_payload
-from arvis.tools.base import Canonical, Reconcile, Reporter, ToolInvocation
+from arvis.tools.base import Canonical, Reconcile, ToolInvocation
 from arvis.tools.classify import not_started
 from arvis.tools.errors import (
     CanonicalFormRefused,
@@ -28,7 +28,7 @@ from arvis.tools.errors import (
     PlanNotFound,
     PlanUnavailable,
 )
-from arvis.tools.layers import Dispatcher
+from arvis.tools.layers import Dispatcher, DispatchOptions
 from arvis.tools.outcome import DispatchOutcome
 
 logger = logging.getLogger(__name__)
@@ -217,15 +217,11 @@ class RetiredPlanDispatcher:
         return None if current is None else dispatcher_canonical(current, tool)
 
     async def dispatch(
-        self,
-        invocation: ToolInvocation,
-        *,
-        deadline_s: float | None = None,
-        reporter: Reporter | None = None,
+        self, invocation: ToolInvocation, **options: Unpack[DispatchOptions]
     ) -> DispatchOutcome:
         current = self._runs_current(invocation.tool)
         if current is not None:
-            return await current.dispatch(invocation, deadline_s=deadline_s, reporter=reporter)
+            return await current.dispatch(invocation, **options)
         return DispatchOutcome(failure=not_started("plan_retired"))
 
 

@@ -332,3 +332,14 @@ def test_runs_leaves_out_the_filters_not_given() -> None:
     with _client(recorder) as client:
         assert client.runs().runs == []
     assert dict(recorder.requests[0].url.params) == {"limit": "100"}
+
+
+async def test_runs_refuses_a_filter_it_does_not_know_before_any_request() -> None:
+    recorder = Recorder([])
+    with _client(recorder) as client, pytest.raises(TypeError, match="stauts"):
+        client.runs(stauts="refused")  # type: ignore[call-arg]
+    transport = httpx.MockTransport(recorder)
+    async with AsyncArvisClient("http://arvis.test", "k", transport=transport, retry=NOW) as aio:
+        with pytest.raises(TypeError, match="stauts"):
+            await aio.runs(stauts="refused")  # type: ignore[call-arg]
+    assert recorder.requests == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Unpack
 
 import pytest
 
@@ -11,6 +12,7 @@ from arvis.tools import (
     DecoratorError,
     Dispatcher,
     DispatchLayer,
+    DispatchOptions,
     DispatchOutcome,
     Reporter,
     ToolDispatcher,
@@ -188,3 +190,38 @@ async def test_a_layer_answering_something_else_is_rejected() -> None:
     ).dispatch(invocation())
     assert outcome.failure is not None
     assert outcome.failure.code == "invalid_layer_outcome"
+
+
+async def test_a_layer_handing_down_an_unknown_option_is_contained_as_not_started() -> None:
+    class Misspelling(DispatchLayer):
+        async def dispatch(
+            self, invocation: ToolInvocation, **options: Unpack[DispatchOptions]
+        ) -> DispatchOutcome:
+            return await self.inner.dispatch(invocation, deadline=1.0)  # type: ignore[call-arg]
+
+    tool = FakeTool(definition(), returns_ok)
+    outcome = await ToolDispatcher([tool], decorators=[Misspelling]).dispatch(invocation())
+    assert outcome.failure is not None
+    assert (outcome.failure.code, outcome.failure.effect_started) == (
+        "dispatch_layer_failed",
+        False,
+    )
+    assert tool.calls == 0
+
+
+async def test_a_layer_forwarding_options_hands_down_the_deadline_in_force() -> None:
+    seen: list[DispatchOptions] = []
+
+    class Forwarding(DispatchLayer):
+        async def dispatch(
+            self, invocation: ToolInvocation, **options: Unpack[DispatchOptions]
+        ) -> DispatchOutcome:
+            seen.append(options)
+            return await self.inner.dispatch(invocation, **options)
+
+    dispatcher = ToolDispatcher(
+        [FakeTool(definition(), returns_ok)], decorators=[Forwarding], default_deadline_s=7.0
+    )
+    outcome = await dispatcher.dispatch(invocation())
+    assert outcome.result is not None
+    assert [(o["deadline_s"], o["reporter"]) for o in seen] == [(7.0, None)]

@@ -337,3 +337,14 @@ async def test_a_tools_own_timeout_error_is_not_mistaken_for_the_deadline() -> N
     dispatcher = ToolDispatcher([FakeTool(definition(), body)])
     outcome = await dispatcher.dispatch(invocation(), deadline_s=5)
     assert only_failure(outcome) == ("tool_crashed", None, False)
+
+
+async def test_a_misspelled_dispatch_option_is_a_type_error_before_the_call_id_is_taken() -> None:
+    tool = FakeTool(definition(), returns_ok)
+    dispatcher = ToolDispatcher([tool])
+    with pytest.raises(TypeError, match="deadline"):
+        await dispatcher.dispatch(invocation(), deadline=0.01)  # type: ignore[call-arg]
+    assert tool.calls == 0
+    outcome = await dispatcher.dispatch(invocation())
+    assert outcome.result is not None
+    assert tool.calls == 1
