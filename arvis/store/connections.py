@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 from sqlalchemy import CursorResult, Executable
+from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from arvis.store.errors import translate
@@ -38,3 +39,17 @@ async def write(
     commit"), with its failure translated as :func:`translated` does."""
     async with translated(engine, write=True) as conn:
         return await conn.execute(statement, params)
+
+
+async def rows(
+    engine: AsyncEngine,
+    statement: Executable,
+    params: Mapping[str, Any],
+    *,
+    write: bool = False,
+) -> Sequence[RowMapping]:
+    """One statement's rows, by column name, from a connection of its own (a
+    transaction that commits, with ``write``: a statement that changes what it
+    answers), its failure translated as :func:`translated` does."""
+    async with translated(engine, write=write) as conn:
+        return (await conn.execute(statement, params)).mappings().all()

@@ -31,7 +31,7 @@ from arvis.domain.apikeys import (
 )
 from arvis.domain.errors import StoreUnavailable
 from arvis.domain.identity import Identity, Role
-from arvis.store.connections import translated, write
+from arvis.store.connections import rows, write
 from arvis.store.engine import libpq_url
 from arvis.store.keycache import (
     ACK_CHANNEL,
@@ -120,28 +120,22 @@ class PgKeyStore:
         """A new key; the returned token is the only copy of its secret. ``groups`` are
         the approver groups it belongs to (issue 16)."""
         issued = issue_token()
-        async with translated(self._engine, write=True) as conn:
-            row = (
-                (
-                    await conn.execute(
-                        text(
-                            "INSERT INTO api_keys"
-                            " (tenant_id, key_id, principal, roles, secret_hash, groups)"
-                            f" VALUES (:t, :k, :p, :r, :h, :g) RETURNING {_COLUMNS}"
-                        ),
-                        {
-                            "t": tenant_id,
-                            "k": issued.key_id,
-                            "p": principal,
-                            "r": sorted(set(roles)),
-                            "h": issued.secret_hash,
-                            "g": sorted(set(groups)),
-                        },
-                    )
-                )
-                .mappings()
-                .one()
-            )
+        (row,) = await rows(
+            self._engine,
+            text(
+                "INSERT INTO api_keys (tenant_id, key_id, principal, roles, secret_hash, groups)"
+                f" VALUES (:t, :k, :p, :r, :h, :g) RETURNING {_COLUMNS}"
+            ),
+            {
+                "t": tenant_id,
+                "k": issued.key_id,
+                "p": principal,
+                "r": sorted(set(roles)),
+                "h": issued.secret_hash,
+                "g": sorted(set(groups)),
+            },
+            write=True,
+        )
         return key_record(row), issued
 
     async def get(self, key_id: str) -> ApiKeyRecord | None:
@@ -201,22 +195,15 @@ class PgKeyStore:
             log.warning("could not record when key %s was last used", key_id, exc_info=True)
 
     async def list(self, tenant_id: str | None = None) -> list[ApiKeyRecord]:
-        async with translated(self._engine, write=False) as conn:
-            rows = (
-                (
-                    await conn.execute(
-                        text(
-                            f"SELECT {_COLUMNS} FROM api_keys"
-                            " WHERE cast(:t AS text) IS NULL OR tenant_id = :t"
-                            " ORDER BY tenant_id, created_at, key_id"
-                        ),
-                        {"t": tenant_id},
-                    )
-                )
-                .mappings()
-                .all()
-            )
-        return [key_record(row) for row in rows]
+        found = await rows(
+            self._engine,
+            text(
+                f"SELECT {_COLUMNS} FROM api_keys WHERE cast(:t AS text) IS NULL OR tenant_id = :t"
+                " ORDER BY tenant_id, created_at, key_id"
+            ),
+            {"t": tenant_id},
+        )
+        return [key_record(row) for row in found]
 
     async def revoke(
         self, key_id: str, tenant_id: str | None = None, *, wait_s: float = ACK_WAIT_S

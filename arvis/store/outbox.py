@@ -21,7 +21,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from arvis.lifecycle.consent.notify import OutboxEvent
-from arvis.store.connections import translated, write
+from arvis.store.connections import rows, translated, write
 
 _DUE = "state = 'PENDING' AND next_attempt_at <= now()"
 DUE_SQL = text(
@@ -111,9 +111,8 @@ class PgOutbox:
         self, *, state: str | None = None, tenant_id: str | None = None, limit: int = 100
     ) -> list[dict[str, Any]]:
         """Events for an operator's view, newest first."""
-        async with translated(self._engine, write=False) as conn:
-            result = await conn.execute(LIST_SQL, {"s": state, "t": tenant_id, "n": limit})
-            return [dict(row) for row in result.mappings().all()]
+        found = await rows(self._engine, LIST_SQL, {"s": state, "t": tenant_id, "n": limit})
+        return [dict(row) for row in found]
 
     async def retry_dead(self, *, tenant_id: str | None = None) -> int:
         """Give DEAD events a fresh round of attempts (after the receiver is fixed)."""

@@ -17,7 +17,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from arvis.domain.identity import Identity
-from arvis.store.connections import translated
+from arvis.store.connections import rows, translated
 from arvis.store.keys import COLUMN_NAMES, key_record
 
 
@@ -72,25 +72,19 @@ class PgSessionStore:
 
     async def find(self, token_hash: str) -> SessionRecord | None:
         """The session and its identity, unless it expired or its key was revoked."""
-        async with translated(self._engine, write=True) as conn:
-            row = (
-                (
-                    await conn.execute(
-                        text(
-                            f"SELECT {_COLUMN_NAMES}, s.expires_at AS session_expires_at,"
-                            " s.identity AS session_identity"
-                            " FROM console_sessions s LEFT JOIN api_keys k"
-                            " ON k.tenant_id = s.tenant_id AND k.key_id = s.key_id"
-                            " WHERE s.token_hash = :h AND s.expires_at > now()"
-                            " AND (s.identity IS NOT NULL"
-                            " OR (k.key_id IS NOT NULL AND k.revoked_at IS NULL))"
-                        ),
-                        {"h": token_hash},
-                    )
-                )
-                .mappings()
-                .first()
-            )
+        found = await rows(
+            self._engine,
+            text(
+                f"SELECT {_COLUMN_NAMES}, s.expires_at AS session_expires_at,"
+                " s.identity AS session_identity"
+                " FROM console_sessions s LEFT JOIN api_keys k"
+                " ON k.tenant_id = s.tenant_id AND k.key_id = s.key_id"
+                " WHERE s.token_hash = :h AND s.expires_at > now()"
+                " AND (s.identity IS NOT NULL OR (k.key_id IS NOT NULL AND k.revoked_at IS NULL))"
+            ),
+            {"h": token_hash},
+        )
+        row = found[0] if found else None
         if row is None:
             return None
         stored = row["session_identity"]
