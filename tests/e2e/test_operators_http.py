@@ -82,6 +82,32 @@ async def test_a_quorum_of_two_group_keys_approves_over_http(api: Api) -> None:
     assert ran.json()["outcome"] == "executed"
 
 
+async def test_an_approvers_reason_is_on_the_record_beside_the_approval(api: Api) -> None:
+    """The reason an approver gives (the client's ``approve(reason=...)``) is journaled
+    with that approval, in the chain an auditor verifies, as a deny's reason is."""
+    asked = await api.syscall(
+        "files.append", {"path": "ops/why.log", "line": "x"}, run_id="run-why", causal_id="c-w"
+    )
+    cid = asked.json()["confirmation"]["id"]
+    approve = f"/v1/confirmations/{cid}/approve"
+    first = await api.client.post(
+        approve, headers=api.auth("acme:lead-a"), json={"reason": "invoice 1042 checked"}
+    )
+    assert first.status_code == 200, first.text
+    second = await api.client.post(approve, headers=api.auth("acme:lead-b"))
+    assert second.json()["state"] == "APPROVED", second.text
+
+    page = await api.client.get("/v1/runs/run-why/journal", headers=api.auth("acme:auditor"))
+    decisions = [
+        (e["body"]["decided_by"]["principal_id"], e["body"].get("reason"))
+        for e in page.json()["entries"]
+        if e["kind"] == "confirmation" and e["body"].get("decision") == "APPROVED"
+    ]
+    assert decisions == [("lead-a", "invoice 1042 checked"), ("lead-b", None)]
+    verified = await api.client.get("/v1/runs/run-why/verify", headers=api.auth("acme:auditor"))
+    assert verified.json()["ok"] is True
+
+
 @pytest.fixture
 async def uncertain(api: Api) -> AsyncIterator[tuple[Harness, str]]:
     """An attempt of tenant acme that a crash left uncertain (another process, same store)."""

@@ -91,9 +91,13 @@ async def approve_confirmation(
     kernel: KernelDep,
     body: DecisionBody | None = None,
 ) -> ConfirmationOut:
-    """Record an approval; PENDING → APPROVED once the quorum of distinct approvers of
-    the tool's groups is met. The agent then re-posts the same syscall to run it."""
-    record = await kernel.lifecycle.consent.approve(identity, ConfirmationId(confirmation_id))
+    """Record an approval, with an optional reason (≤ 500 characters) journaled beside
+    it; PENDING → APPROVED once the quorum of distinct approvers of the tool's groups
+    is met. The agent then re-posts the same syscall to run it."""
+    reason = body.reason if body is not None else None
+    record = await kernel.lifecycle.consent.approve(
+        identity, ConfirmationId(confirmation_id), reason
+    )
     return _out(record)
 
 

@@ -64,12 +64,13 @@ class ConsentService:
     allow_self_approval: bool = False
 
     async def approve(
-        self, approver: Identity, confirmation_id: ConfirmationId
+        self, approver: Identity, confirmation_id: ConfirmationId, reason: str | None = None
     ) -> ConfirmationRecord:
         """Record one approval: by someone other than the requester unless the
         deployment allows self-approval, holding one of the tool's approver groups,
         once per principal. The confirmation becomes APPROVED when its quorum of
-        distinct approvals is met; each is journaled with the approver's identity."""
+        distinct approvals is met; each is journaled with the approver's identity and
+        the reason they gave, if any."""
         for _ in range(_ROUNDS):
             current = await self._usable(approver, confirmation_id)
             mine = any(a.principal_id == approver.principal_id for a in current.approvals)
@@ -111,6 +112,7 @@ class ConsentService:
                         requested_by=current.requested_by,
                         requested_actor=current.requested_actor,
                         decided_by=_decider(approver),
+                        reason=reason,
                         state=to,
                         approvals=count,
                         quorum=current.quorum,
