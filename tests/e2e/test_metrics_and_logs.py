@@ -39,3 +39,31 @@ async def test_the_access_log_has_ids_and_a_key_id_but_no_token_or_payload(
     assert isinstance(record["duration_ms"], float)
     assert token.split("_", 2)[2] not in lines[0].getMessage()
     assert "hunter2" not in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("method", "route"),
+    [
+        ("GET", "journal"),
+        ("GET", "verify"),
+        ("GET", "checkpoints"),
+        ("GET", "bundle"),
+        ("POST", "replay"),
+        ("POST", "attempts/k-none/1/resolve"),
+    ],
+)
+async def test_every_run_route_names_its_run_on_the_access_log_line(
+    api: Api, caplog: pytest.LogCaptureFixture, method: str, route: str
+) -> None:
+    """An operator greps the access log for a run: each run route's line names it, the
+    refused ones too (an approver's resolve of an attempt that does not exist is 404)."""
+    who = "acme:approver" if route.endswith("resolve") else "acme:auditor"
+    body = {"as": "not_started", "evidence": "checked"} if route.endswith("resolve") else None
+    with caplog.at_level("INFO", logger="arvis.access"):
+        await api.client.request(
+            method, f"/v1/runs/run-grep/{route}", headers=api.auth(who), json=body
+        )
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "arvis.access"]
+    assert [(line["path"], line["run_id"]) for line in lines] == [
+        (f"/v1/runs/run-grep/{route}", "run-grep")
+    ]

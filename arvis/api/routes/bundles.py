@@ -3,12 +3,11 @@ run is 404."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Response
 
-from arvis.api.routes.runs import RunIdPath
-from arvis.domain.ids import RunId
+from arvis.api.routes.runs import RunPath
 from arvis.domain.wire import HEAD_SIGNED_HEADER
-from arvis.web.identity import AuditorIdentity, KernelDep, log_fields
+from arvis.web.identity import AuditorIdentity, KernelDep
 from arvis.web.problems import problem_responses
 
 router = APIRouter(tags=["runs"])
@@ -26,15 +25,12 @@ router = APIRouter(tags=["runs"])
         **problem_responses(401, 403, 404, 422, 503),
     },
 )
-async def get_bundle(
-    run_id: RunIdPath, identity: AuditorIdentity, kernel: KernelDep, request: Request
-) -> Response:
+async def get_bundle(run_id: RunPath, identity: AuditorIdentity, kernel: KernelDep) -> Response:
     """The run's self-contained audit bundle, with the deployment's public key embedded,
     for ``arvis verify --bundle`` on a machine with no database. ``ARVIS-Head-Signed:
     false`` says the deployment signs checkpoints but could not sign the run's head now:
     its last entries will not verify with the public key."""
-    log_fields(request)["run_id"] = run_id
-    exported = await kernel.bundles.export(identity.tenant_id, RunId(run_id))
+    exported = await kernel.bundles.export(identity.tenant_id, run_id)
     return Response(
         exported.data,
         media_type="application/json",

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict
 
-from arvis.api.routes.runs import RunIdPath
-from arvis.domain.ids import RunId
-from arvis.web.identity import AuditorIdentity, KernelDep, log_fields
+from arvis.api.routes.runs import RunPath
+from arvis.web.identity import AuditorIdentity, KernelDep
 from arvis.web.problems import problem_responses
 
 router = APIRouter(tags=["runs"])
@@ -42,12 +41,11 @@ class CheckpointsOut(BaseModel):
     responses=problem_responses(401, 403, 404, 422, 503),
 )
 async def get_checkpoints(
-    run_id: RunIdPath, identity: AuditorIdentity, kernel: KernelDep, request: Request
+    run_id: RunPath, identity: AuditorIdentity, kernel: KernelDep
 ) -> CheckpointsOut:
     """Every signed checkpoint of the run's chain head, oldest first."""
-    log_fields(request)["run_id"] = run_id
     evidence = kernel.lifecycle.evidence
-    signed = await evidence.checkpoints(identity.tenant_id, RunId(run_id))
+    signed = await evidence.checkpoints(identity.tenant_id, run_id)
     key = evidence.key
     return CheckpointsOut(
         run_id=run_id,

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Path
 
-from arvis.api.routes.runs import RunIdPath
+from arvis.api.routes.runs import RunPath
 from arvis.api.schemas import ConsentRoundOut, ResolutionOut
-from arvis.domain.ids import RunId
 from arvis.domain.journal import ResolutionArtifact
 from arvis.lifecycle.consent.resolution import RESOLVED_AS
 from arvis.web.bodies import ResolveBody
-from arvis.web.identity import ApproverIdentity, KernelDep, log_fields
+from arvis.web.identity import ApproverIdentity, KernelDep
 from arvis.web.problems import problem_responses
 
 router = APIRouter(tags=["runs"])
@@ -28,13 +27,12 @@ AttemptPath = Annotated[int, Path(ge=1, le=2**31 - 1, description="The attempt n
     responses=problem_responses(400, 401, 403, 404, 409, 413, 415, 422, 503),
 )
 async def resolve_attempt(
-    run_id: RunIdPath,
+    run_id: RunPath,
     idempotency_key: KeyPath,
     attempt: AttemptPath,
     body: ResolveBody,
     identity: ApproverIdentity,
     kernel: KernelDep,
-    request: Request,
 ) -> ResolutionOut:
     """Say what an uncertain attempt (EFFECT_STARTED / EFFECT_STATE_UNKNOWN) did.
 
@@ -47,9 +45,8 @@ async def resolve_attempt(
     attempt run under the consent it used up: the consent opens a new round of
     approval (``consent`` in the answer), in which this resolution counts as one
     approval when the resolver could have approved it."""
-    log_fields(request)["run_id"] = run_id
     entry = await kernel.lifecycle.resolutions.resolve(
-        identity, RunId(run_id), idempotency_key, attempt, RESOLVED_AS[body.as_], body.evidence
+        identity, run_id, idempotency_key, attempt, RESOLVED_AS[body.as_], body.evidence
     )
     artifact = entry.artifact
     assert isinstance(artifact, ResolutionArtifact)

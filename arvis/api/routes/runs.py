@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 
 from arvis.api.schemas import JournalEntryOut, JournalPage, ReplayOut, RunOut, RunsOut, VerifyOut
 from arvis.domain.ids import ID_PATTERN, RunId
@@ -21,6 +21,16 @@ router = APIRouter(tags=["runs"])
 
 RunIdPath = Annotated[str, Path(pattern=ID_PATTERN, description="The run's id.")]
 MAX_PAGE = 1000
+
+
+def _logged_run(run_id: RunIdPath, request: Request) -> RunId:
+    """The path's run id, named on the request's access-log line."""
+    log_fields(request)["run_id"] = run_id
+    return RunId(run_id)
+
+
+RunPath = Annotated[RunId, Depends(_logged_run)]
+"""A run route's ``{run_id}``: validated, typed and logged."""
 
 
 @router.get("/v1/runs", response_model=RunsOut, responses=problem_responses(401, 403, 422, 503))
@@ -46,16 +56,14 @@ async def list_runs(
     responses=problem_responses(401, 403, 404, 422, 503),
 )
 async def get_journal(
-    run_id: RunIdPath,
+    run_id: RunPath,
     identity: AuditorIdentity,
     kernel: KernelDep,
-    request: Request,
     after: Annotated[int, Query(ge=0, le=2**62, description="Entries after this position.")] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="Page size.")] = 100,
 ) -> JournalPage:
     """The run's entries in chain order, with their hashes."""
-    log_fields(request)["run_id"] = run_id
-    entries = await kernel.lifecycle.replay.journal(identity.tenant_id, RunId(run_id), after, limit)
+    entries = await kernel.lifecycle.replay.journal(identity.tenant_id, run_id, after, limit)
     return JournalPage(
         run_id=run_id,
         entries=[JournalEntryOut.model_validate(e, from_attributes=True) for e in entries],
@@ -68,15 +76,12 @@ async def get_journal(
     response_model=VerifyOut,
     responses=problem_responses(401, 403, 404, 422, 503),
 )
-async def verify_run(
-    run_id: RunIdPath, identity: AuditorIdentity, kernel: KernelDep, request: Request
-) -> VerifyOut:
+async def verify_run(run_id: RunPath, identity: AuditorIdentity, kernel: KernelDep) -> VerifyOut:
     """Recompute the run's hash chain and say where, if anywhere, it breaks; check each
     entry against the intent it settles; with the deployment's public key configured,
     every signed checkpoint; with a file witness configured, the witness's account
     (issue 23). The same verification as replay, ``arvis verify`` and the console."""
-    log_fields(request)["run_id"] = run_id
-    report = await kernel.lifecycle.evidence.verify(identity.tenant_id, RunId(run_id))
+    report = await kernel.lifecycle.evidence.verify(identity.tenant_id, run_id)
     keyed = kernel.lifecycle.evidence.key is not None
     return VerifyOut(
         ok=report.ok,
@@ -97,10 +102,9 @@ async def verify_run(
     responses=problem_responses(401, 403, 404, 409, 413, 415, 422, 503),
 )
 async def replay_run(
-    run_id: RunIdPath,
+    run_id: RunPath,
     identity: ReplayIdentity,
     kernel: KernelDep,
-    request: Request,
     after: Annotated[
         int, Query(ge=0, le=2**62, description="Results first seen after this position.")
     ] = 0,
@@ -112,8 +116,7 @@ async def replay_run(
     ``identity_mismatch``); an auditor or admin replays every run of its tenant.
     The run's whole chain is verified in the same read; a broken chain answers 409
     ``chain_broken`` naming the position, and no result."""
-    log_fields(request)["run_id"] = run_id
     page = await kernel.lifecycle.replay.replay_page(
-        identity.tenant_id, RunId(run_id), after, limit, reader=identity
+        identity.tenant_id, run_id, after, limit, reader=identity
     )
     return ReplayOut(run_id=run_id, results=page.results, next_after=page.next_after)
