@@ -104,7 +104,10 @@ async def setup(
     database_url: str, tmp_path_factory: pytest.TempPathFactory, oidc_provider: OidcProvider
 ) -> AsyncIterator[Setup]:
     os.environ[SECRET_ENV] = oidc_provider.client("arvis-exchange")["client_secret"]
-    people = PeopleUpstream(oidc_provider.issuer, oidc_provider.jwks(), TOOL_AUDIENCE)
+    # alice's own session is listed no ``write``: the server describes it to her otherwise.
+    people = PeopleUpstream(
+        oidc_provider.issuer, oidc_provider.jwks(), TOOL_AUDIENCE, hidden=frozenset({"alice"})
+    )
     try:
         async with LocalHttpServer() as tool:
             with running(people) as upstream:
@@ -133,9 +136,20 @@ async def call(
         if person is not None:
             headers["Arvis-Subject-Token"] = person
         answer = await http.post("/v1/syscalls", json=body, headers=headers)
-    assert answer.status_code == 200, answer.text
+    assert answer.status_code in (200, 202), answer.text
     result: dict[str, Any] = answer.json()
     return result
+
+
+async def approved_call(
+    served: Served, token: str, run_id: str, tool: str, *, person: str | None = None
+) -> dict[str, Any]:
+    """:func:`call`, approved by an approver key and posted again when it needs consent."""
+    answer = await call(served, token, run_id, tool, person=person)
+    if answer["outcome"] != "confirmation_required":
+        return answer
+    await served.approve(answer["confirmation"]["id"])
+    return await call(served, token, run_id, tool, person=person)
 
 
 def claims(token: str) -> dict[str, Any]:
@@ -230,3 +244,26 @@ async def test_two_people_reach_the_mcp_server_each_on_a_session_of_their_own(
     assert for_alice.session is not None
     assert for_dave.session != for_alice.session
     assert for_dave.bearer != for_alice.bearer
+
+
+async def test_a_tool_listed_otherwise_to_one_person_is_not_sent_and_says_why(
+    setup: Setup, oidc_provider: OidcProvider
+) -> None:
+    """The server lists ``write`` to the service and to dave, not to alice: on her own
+    session the tool is not the one the plan pinned, so nothing is sent, and the problem
+    says it is her listing (restarting ARVIS would pin the service's listing again)."""
+    writes = len([e for e in setup.people.effects if e[0] == "write"])
+    agent, alice = oidc_provider.agent_token(), oidc_provider.user_token("alice")
+    answer = await approved_call(
+        setup.served, agent, "run-hidden-alice", "people.write", person=alice
+    )
+    assert answer["boundary"] == "EFFECT_NOT_STARTED", answer
+    assert answer["problem"]["code"] == "upstream_changed"
+    detail = answer["problem"]["detail"]
+    assert "this caller" in detail
+    assert "restart" not in detail
+    assert len([e for e in setup.people.effects if e[0] == "write"]) == writes
+
+    dave_token = oidc_provider.user_token("dave")
+    dave = await approved_call(setup.served, dave_token, "run-dave-w", "people.write")
+    assert dave["outcome"] == "executed", dave

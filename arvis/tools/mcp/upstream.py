@@ -80,6 +80,17 @@ class UpstreamChanged(ArvisError, code="mcp_upstream_changed"):
     tool: str
 
 
+class UpstreamChangedForCaller(UpstreamChanged):
+    """On a caller's own session (a server with ``auth``) the server lists a tool
+    differently from the plan: it describes its tools per person, so restarting ARVIS
+    would pin the service's listing again, not this caller's."""
+
+    template = (
+        "the MCP server {server!r} describes {tool!r} to this caller differently from "
+        "the tool plan (pinned from its listing at start-up); nothing was sent"
+    )
+
+
 class _Place(Protocol):
     """Where a session is kept: the shared one, or a caller's :class:`CallerSlot`."""
 
@@ -152,15 +163,20 @@ class UpstreamServer:
         slot = self._callers.enter(caller.key)
         try:
             session = await self._ready_for(slot, caller.bearer)
-            return await self._send(session, tool, arguments, meta)
+            return await self._send(session, tool, arguments, meta, UpstreamChangedForCaller)
         finally:
             self._callers.leave(slot)
 
     async def _send(
-        self, session: Session, tool: str, arguments: dict[str, Any], meta: dict[str, Any]
+        self,
+        session: Session,
+        tool: str,
+        arguments: dict[str, Any],
+        meta: dict[str, Any],
+        changed: type[UpstreamChanged] = UpstreamChanged,
     ) -> types.CallToolResult | types.InputRequiredResult | types.Result:
         if session.tools.get(tool) != self._pinned.get(tool):
-            raise UpstreamChanged(self.name, tool)
+            raise changed(self.name, tool)
         assert session.client is not None
         call_id = meta.get(CALL_ID)
         try:
