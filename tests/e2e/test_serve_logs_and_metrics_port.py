@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -64,12 +66,26 @@ def test_the_metrics_port_answers_metrics_with_no_key_and_nothing_else(
     assert httpx.get(f"{served.base_url}/metrics", timeout=30).status_code == 401
 
 
+def _log_records(served: Served) -> list[dict[str, Any]]:
+    log = served.data_dir / f"serve-{served.instance_id}.log"
+    lines = [line for line in log.read_text().splitlines() if line.strip()]
+    return [json.loads(line) for line in lines]  # a plain-text line fails here
+
+
+def _tracing(records: list[dict[str, Any]]) -> int:
+    return sum(r.get("message", "").startswith("tracing on:") for r in records)
+
+
 def test_every_line_the_served_process_writes_is_json_and_tracing_says_it_is_on(
     served: Served,
 ) -> None:
-    log = served.data_dir / f"serve-{served.instance_id}.log"
-    lines = [line for line in log.read_text().splitlines() if line.strip()]
-    records = [json.loads(line) for line in lines]  # a plain-text line fails here
+    # Ready means one worker answers; the other may still be starting, so its lines are
+    # waited for (a bounded while), not assumed written.
+    records = _log_records(served)
+    deadline = time.monotonic() + 60
+    while _tracing(records) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        records = _log_records(served)
 
     serving = next(r for r in records if r.get("event") == "serving")
     assert serving["url"] == served.base_url
