@@ -163,20 +163,17 @@ class UpstreamServer:
         slot = self._callers.enter(caller.key)
         try:
             session = await self._ready_for(slot, caller.bearer)
-            return await self._send(session, tool, arguments, meta, UpstreamChangedForCaller)
+            return await self._send(session, tool, arguments, meta)
         finally:
             self._callers.leave(slot)
 
     async def _send(
-        self,
-        session: Session,
-        tool: str,
-        arguments: dict[str, Any],
-        meta: dict[str, Any],
-        changed: type[UpstreamChanged] = UpstreamChanged,
+        self, session: Session, tool: str, arguments: dict[str, Any], meta: dict[str, Any]
     ) -> types.CallToolResult | types.InputRequiredResult | types.Result:
         if session.tools.get(tool) != self._pinned.get(tool):
-            raise changed(self.name, tool)
+            # With ``auth`` every call is on a caller's own session (:meth:`call`).
+            per_caller = self.config.auth is not None
+            raise (UpstreamChangedForCaller if per_caller else UpstreamChanged)(self.name, tool)
         assert session.client is not None
         call_id = meta.get(CALL_ID)
         try:
